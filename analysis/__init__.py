@@ -1,0 +1,1 @@
+"""Run folders, metrics, plots and validation, shared by simulated and real runs."""

@@ -1,0 +1,60 @@
+"""The ``stragglerlab`` command: one entry point, subcommands implemented in each plane.
+
+Subcommands are registered here by name and imported only when used, so ``stragglerlab simulate`` never imports
+torch or mpi4py, and the arrows analysis <- simulator <- realrun stay one way (this module sits above all three).
+Each subcommand module provides ``configure(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from analysis.errors import UserError
+from stragglerlab import __version__
+
+#: name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("simulator.commands.simulate", "simulate a scenario and write its run folder(s)"),
+    "examples": ("simulator.commands.examples", "list the example scenarios shipped with the package"),
+    "build-native": ("realrun.commands.build_native", "compile the native partial-collective library"),
+}
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    parser = argparse.ArgumentParser(
+        prog="stragglerlab",
+        description="Data-parallel SGD with stragglers: simulate, run for real, compare.",
+    )
+    parser.add_argument("--version", action="version", version=f"stragglerlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text)
+    return parser, sub
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, _ = build_parser()
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv)  # prints help, version or the usage error and exits
+        parser.print_help()
+        return 2
+    name = argv[0]
+    module = importlib.import_module(COMMANDS[name][0])
+    sub = argparse.ArgumentParser(prog=f"stragglerlab {name}", description=COMMANDS[name][1])
+    module.configure(sub)
+    args = sub.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except UserError as err:
+        print(f"stragglerlab {name}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"stragglerlab {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
