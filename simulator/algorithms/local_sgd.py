@@ -1,0 +1,29 @@
+"""Local SGD (periodic model averaging): ``period`` local steps, then a synchronous average of all models."""
+
+from __future__ import annotations
+
+from simulator.algorithms.rounds import RoundAlgorithm
+from simulator.engine import Call
+
+
+class LocalSgd(RoundAlgorithm):
+    """Iteration n calls the average ⌊n/period⌋ when it ends a period; the others are local steps."""
+
+    sync_kind = "average"
+
+    def round_count(self, iterations: int) -> int:
+        return iterations // self.options.period
+
+    def call_round(self, n: int) -> int | None:
+        period = self.options.period
+        return n // period if (n + 1) % period == 0 else None
+
+    def synchronous(self, m: int) -> bool:
+        return True
+
+    def local_step(self, call: Call) -> None:
+        """No wait; the step is carried by the coming average (none after the last full period)."""
+        m = call.iteration // self.options.period
+        call.round = m if m < self.total else -1
+        call.fresh, call.final = m < self.total, True
+        self.engine.release(call, applied=False)

@@ -1,0 +1,69 @@
+"""LSGD (Teng et al., NeurIPS'19): local steps, with pulls toward the best worker at communication events.
+
+Workers run free. When the total number of iterations over all workers reaches a multiple of P·period (a local
+exchange: each worker is pulled toward the best worker of its node) or of P·global_period (also a global one:
+toward the best worker overall), every worker joins one blocking exchange after its current iteration, as the
+released code's counting server does. The exchange starts when the last worker joins: an allgather of the workers'
+running-mean losses, then a broadcast of each node leader's model inside its node, and of the global leader's model
+to everyone in a global exchange. A blocking exchange needs every worker, so none is triggered once a worker has
+run all its iterations.
+"""
+
+from __future__ import annotations
+
+from simulator.engine import COMPLETIONS, Call, Engine
+from simulator.network import NetworkModel, message_bytes
+from simulator.scenario import Scenario
+
+LOSS_BYTES = 8  # a worker's running-mean loss and its rank, as in the released code's message
+
+
+class Lsgd:
+    """Counts posts in the engine's order; a count that hits a multiple of P·period triggers an exchange."""
+
+    def __init__(self, scenario: Scenario, engine: Engine):
+        self.engine = engine
+        self.P = scenario.workers
+        o = scenario.algorithm
+        self.local_every, self.global_every = self.P * o.period, self.P * o.global_period
+        net, n = NetworkModel.of(scenario), message_bytes(scenario)
+        wpn = scenario.cluster.workers_per_node
+        node = min(wpn, self.P)
+        self.t_local = net.allgather(self.P, LOSS_BYTES) + net.broadcast(node, n)
+        self.t_global = self.t_local + net.broadcast(self.P, n)
+        self.count = 0
+        self.rounds = 0
+        self.exchange: dict | None = None  # the exchange being joined
+        self.joined: list[Call] = []
+        self.open: list[list[Call]] = [[] for _ in range(self.P)]  # each worker's steps since its last exchange
+
+    def post(self, call: Call) -> None:
+        self.count += 1
+        self.open[call.worker].append(call)
+        ex = self.exchange
+        if ex is None and self.engine.finished == 0 and (self.count % self.local_every == 0
+                                                         or self.count % self.global_every == 0):
+            ex = self.exchange = {"initiator": call.worker, "t_trigger": self.engine.now,
+                                  "global": self.count % self.global_every == 0}
+        if ex is None:
+            self.engine.release(call, applied=False)
+            return
+        self.joined.append(call)
+        if len(self.joined) == self.P:
+            now = self.engine.now
+            duration = self.t_global if ex["global"] else self.t_local
+            self.engine.at(duration, COMPLETIONS, lambda: self.complete(ex, now + duration))
+
+    def complete(self, ex: dict, t_done: float) -> None:
+        m = self.rounds
+        for calls in self.open:
+            for call in calls:
+                call.round, call.fresh, call.final = m, True, True
+            calls.clear()
+        for call in self.joined:
+            self.engine.release(call)
+        self.joined = []
+        self.exchange = None
+        self.rounds += 1
+        self.engine.sink.round((m, "leader", ex["initiator"], ex["t_trigger"], t_done, self.P, self.P,
+                                -1 if ex["global"] else 0))

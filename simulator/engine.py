@@ -1,0 +1,151 @@
+"""The reference event engine: each worker a simpy process, each collective round a scheduled completion.
+
+Worker i runs iterations n = 0, 1, …: compute for its time of (seed, i, n), post call n, wait until the algorithm
+releases it, apply, go on. What happens between post and release is the algorithm's (``simulator.algorithms``).
+
+Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after all
+other events of that instant, in increasing worker order; round completions come after the posts of their instant.
+So a post at exactly the time a data exchange starts is in it, and the first of several simultaneous posts is the
+lowest-ranked worker's. Decisions compare recorded times, never the order simpy happens to pop events in.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import simpy
+from simpy.events import NORMAL
+
+from simulator.imbalance import ComputeTimes
+from simulator.scenario import Scenario
+
+POSTS = NORMAL + 1  # resolved after every ordinary event of the instant
+COMPLETIONS = NORMAL + 2  # after the posts of the instant
+_BLOCK = 256  # iterations of compute times drawn at a time
+
+
+class Call:
+    """One worker-iteration: its times, the round that carried its contribution and the model it computed on.
+
+    A call is emitted once ``final``: the algorithm may revise ``round`` until then (a WAGMA deposit overwritten
+    by the next one, an LSGD local step whose exchange is still to come). ``round`` -1: carried by no round.
+    """
+
+    __slots__ = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh", "final",
+                 "done")
+
+    def __init__(self, worker: int, iteration: int, t_start: float, model_version: int):
+        self.worker = worker
+        self.iteration = iteration
+        self.t_start = t_start
+        self.t_post = t_start
+        self.t_done = t_start
+        self.model_version = model_version
+        self.round = -1
+        self.fresh = False
+        self.final = False
+        self.done: simpy.Event | None = None
+
+    def row(self) -> tuple:
+        r = self.round
+        return (self.worker, self.iteration, self.t_start, self.t_post, self.t_done, self.t_post - self.t_start,
+                self.t_done - self.t_post, r, self.model_version, r - self.model_version if r >= 0 else -1,
+                self.fresh)
+
+
+ITERATION_COLUMNS = ("worker", "iteration", "t_start", "t_post", "t_done", "compute", "wait", "round",
+                     "model_version", "staleness", "fresh")
+ROUND_COLUMNS = ("round", "kind", "initiator", "t_trigger", "t_done", "contributors", "fresh", "group")
+
+
+class Sink:
+    """Where the engine's rows go: the run-folder writer, or a list in tests."""
+
+    def iteration(self, row: tuple) -> None: ...
+
+    def round(self, row: tuple) -> None: ...
+
+
+class Engine:
+    """Runs one scenario; the algorithm object decides triggers, contributions and releases."""
+
+    def __init__(self, scenario: Scenario, sink: Sink, progress: Callable[[int], None] | None = None):
+        from simulator.algorithms import make
+
+        self.scenario = scenario
+        self.workers = scenario.workers
+        self.iterations = scenario.iterations
+        self.env = simpy.Environment()
+        self.sink = sink
+        self.progress = progress
+        self.compute = ComputeTimes(scenario)
+        self._block_start, self._block = 0, self.compute.block(0, min(_BLOCK, self.iterations))
+        self._posted: list[Call] = []
+        self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
+        self.applied = [0] * self.workers  # rounds each worker has applied to its model
+        self.finished = 0  # workers that ran all their iterations
+        self.algorithm = make(scenario, self)
+
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def run(self) -> None:
+        for i in range(self.workers):
+            self.env.process(self._worker(i))
+        self.env.run()
+
+    def compute_time(self, n: int, i: int) -> float:
+        if not self._block_start <= n < self._block_start + len(self._block):
+            self._block_start = n - n % _BLOCK
+            self._block = self.compute.block(self._block_start, min(self._block_start + _BLOCK, self.iterations))
+        return float(self._block[n - self._block_start, i])
+
+    def _worker(self, i: int):
+        env = self.env
+        for n in range(self.iterations):
+            call = Call(i, n, env.now, self.applied[i])
+            self._open[i].append(call)
+            yield env.timeout(self.compute_time(n, i))
+            call.t_post = env.now
+            call.done = env.event()
+            if not self._posted:
+                self.at(0.0, POSTS, self._resolve_posts)
+            self._posted.append(call)
+            yield call.done
+            self._emit(i)
+        self.finished += 1
+        for call in self._open[i]:
+            call.final = True
+        self._emit(i)
+
+    def _resolve_posts(self) -> None:
+        posted, self._posted = self._posted, []
+        posted.sort(key=lambda c: c.worker)
+        for call in posted:
+            self.algorithm.post(call)
+
+    def _emit(self, i: int) -> None:
+        queue = self._open[i]
+        emitted = 0
+        while queue and queue[0].final:
+            self.sink.iteration(queue.popleft().row())
+            emitted += 1
+        if emitted and self.progress is not None:
+            self.progress(emitted)
+
+    def release(self, call: Call, applied: bool = True) -> None:
+        """Return ``call`` to its worker now; ``applied``: it returns with a round's result to apply."""
+        call.t_done = self.env.now
+        if applied:
+            self.applied[call.worker] += 1
+        call.done.succeed()
+
+    def at(self, delay: float, priority: int, action: Callable[[], None]) -> None:
+        """Run ``action`` after ``delay`` seconds, ordered among the instant's events by ``priority``."""
+        event = simpy.Event(self.env)
+        event._ok = True
+        event._value = None
+        event.callbacks.append(lambda _: action())
+        self.env.schedule(event, priority, delay)

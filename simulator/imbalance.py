@@ -1,0 +1,99 @@
+"""Per-iteration compute times of every worker: the compute distribution times the imbalance model.
+
+Common random numbers (DESIGN §2): the time of worker i at iteration n is a pure function of the scenario's seed,
+i, n and the compute and imbalance models, never of the algorithm. Each iteration draws from its own streams
+(``SeedSequence(seed, spawn_key=(n, stream))``): one for the base compute time, where worker i takes the i-th draw
+(so its value does not depend on the number of workers either), one for the random-delay selection. Any block of
+iterations can therefore be produced on its own, in any order, by the simulator or by a real run's rank.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from simulator.scenario import Compute, Imbalance, Scenario, ScenarioError
+
+_BASE, _SLOW = 0, 1
+
+
+def _stream(seed: int, iteration: int, stream: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(iteration, stream))))
+
+
+def read_trace(path: Path, workers: int, origin: str = "imbalance.file") -> np.ndarray:
+    """An iterations x workers matrix of compute times from ``.npy`` or ``.csv``, checked for shape and sign."""
+    where = f"{origin}: imbalance.file = {path}"
+    if not path.is_file():
+        raise ScenarioError(f"{where}: no such file")
+    try:
+        data = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, delimiter=",", ndmin=2)
+    except (ValueError, OSError) as err:
+        raise ScenarioError(f"{where}: cannot read it as .npy or comma-separated numbers ({err})") from None
+    data = np.asarray(data, dtype=np.float64)
+    if data.ndim == 1 and workers == 1:
+        data = data[:, None]
+    if data.ndim != 2 or data.shape[1] != workers or data.shape[0] == 0:
+        raise ScenarioError(f"{where}: shape {data.shape} must be (iterations, {workers}) "
+                            "with one column per worker")
+    if not np.all(np.isfinite(data)) or np.any(data < 0):
+        raise ScenarioError(f"{where}: compute times must be finite and >= 0")
+    return data
+
+
+def _draw_base(c: Compute, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Compute times with mean ``c.mean``, parameterised by the coefficient of variation or the shape."""
+    if c.dist == "normal":
+        return np.maximum(rng.normal(c.mean, c.cv * c.mean, size), 0.0)
+    if c.dist == "lognormal":
+        sigma2 = np.log1p(c.cv**2)
+        return rng.lognormal(np.log(c.mean) - sigma2 / 2, np.sqrt(sigma2), size)
+    if c.dist == "gamma":
+        k = c.shape if c.shape is not None else 1.0 / c.cv**2
+        return rng.gamma(k, c.mean / k, size)
+    # pareto: Lomax draws + 1, scaled so the mean is c.mean
+    return (rng.pareto(c.shape, size) + 1.0) * (c.mean * (c.shape - 1.0) / c.shape)
+
+
+class ComputeTimes:
+    """Compute time of each worker-iteration: ``block(n0, n1)`` is the (n1 - n0) x workers matrix."""
+
+    def __init__(self, scenario: Scenario):
+        self.seed = scenario.seed
+        self.workers = scenario.workers
+        self.compute: Compute = scenario.workload.compute
+        self.imbalance: Imbalance = scenario.imbalance
+        self.trace = (read_trace(self.imbalance.file, self.workers) if self.imbalance.kind == "trace" else None)
+        self.factors = np.ones(self.workers)
+        if self.imbalance.kind == "persistent":
+            for worker, factor in self.imbalance.factors.items():
+                self.factors[worker] = factor
+
+    def row(self, n: int) -> np.ndarray:
+        """The compute times of all workers at iteration ``n``."""
+        if self.trace is not None:
+            return self.trace[n % len(self.trace)].copy()
+        if self.compute.dist == "constant":
+            times = np.full(self.workers, self.compute.mean)
+        else:
+            times = _draw_base(self.compute, _stream(self.seed, n, _BASE), self.workers)
+        times *= self.factors
+        if self.imbalance.kind == "random-delay":
+            times[self.slow_workers(n)] += self.imbalance.delay
+        return times
+
+    def slow_workers(self, n: int) -> np.ndarray:
+        """Workers delayed at iteration ``n`` by random-delay imbalance (sorted; empty for other kinds)."""
+        if self.imbalance.kind != "random-delay":
+            return np.empty(0, dtype=np.int64)
+        lo, hi = self.imbalance.slow
+        rng = _stream(self.seed, n, _SLOW)
+        k = int(rng.integers(lo, hi + 1))
+        return np.sort(rng.choice(self.workers, size=k, replace=False))
+
+    def block(self, n0: int, n1: int) -> np.ndarray:
+        """Compute times of iterations ``n0 .. n1-1`` as an (n1 - n0) x workers matrix."""
+        if self.trace is not None:
+            return self.trace[np.arange(n0, n1) % len(self.trace)]
+        return np.stack([self.row(n) for n in range(n0, n1)]) if n1 > n0 else np.empty((0, self.workers))

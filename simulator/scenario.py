@@ -1,0 +1,325 @@
+"""Scenarios: the TOML input contract of DESIGN §2, loaded into typed, validated, frozen objects.
+
+Every section is a dataclass whose fields carry their own check; the loader walks them generically, so adding a key
+is one line here. Unknown keys and bad values raise :class:`ScenarioError` with one line naming the origin (file or
+``--set``), the key, the value and what is allowed. ``--set key=value`` overrides go through the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import UserError
+
+ALGORITHMS = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
+ALLREDUCE = ("ring", "recursive-doubling", "rabenseifner", "tree")
+DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
+IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
+
+
+class ScenarioError(UserError):
+    """A scenario key with a bad value, an unknown key, or an unreadable scenario."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """How one key is validated: a predicate over the parsed value and the words that say what is allowed."""
+
+    kind: type | tuple[type, ...]
+    ok: Callable[[Any], bool]
+    allowed: str
+    convert: Callable[[Any], Any] = lambda v: v  # raw TOML value -> stored value
+    path: bool = False  # a file name, resolved relative to where the value came from
+
+
+def _key(default: Any, check: Check) -> Any:
+    return field(default=default, metadata={"check": check})
+
+
+def _number(ok: Callable[[float], bool], allowed: str) -> Check:
+    return Check((int, float), lambda v: math.isfinite(v) and ok(v), allowed, float)
+
+
+POSITIVE_INT = Check(int, lambda v: v > 0, "a positive integer")
+NONNEG_INT = Check(int, lambda v: v >= 0, "an integer >= 0")
+NONNEG = _number(lambda v: v >= 0, "a number >= 0")
+POSITIVE = _number(lambda v: v > 0, "a number > 0")
+FRACTION = _number(lambda v: 0 <= v <= 1, "a number between 0 and 1")
+ANY_STR = Check(str, lambda v: bool(v), "a non-empty string")
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    return Check(str, lambda v: v in choices, "one of " + ", ".join(choices))
+
+
+def _slow_range(v: Any) -> tuple[int, int] | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = [v, v]
+    if (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                             for x in v) and 0 <= v[0] <= v[1]):
+        return (v[0], v[1])
+    return None
+
+
+def _factor_table(v: Any) -> dict[int, float] | None:
+    out = {}
+    for k, f in v.items():
+        if not (str(k).isdigit() and isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0
+                and math.isfinite(f)):
+            return None
+        out[int(k)] = float(f)
+    return out
+
+
+@dataclass(frozen=True)
+class Cluster:
+    workers: int = _key(8, POSITIVE_INT)
+    workers_per_node: int = _key(1, POSITIVE_INT)
+
+
+@dataclass(frozen=True)
+class Network:
+    alpha: float = _key(1.5e-6, NONNEG)
+    beta: float = _key(1.0e-10, NONNEG)
+    gamma: float = _key(0.0, NONNEG)
+    allreduce: str = _key("ring", _one_of(ALLREDUCE))
+    intra_alpha: float | None = _key(None, NONNEG)  # None: same as alpha
+    intra_beta: float | None = _key(None, NONNEG)  # None: same as beta
+
+
+@dataclass(frozen=True)
+class Compute:
+    dist: str = _key("constant", _one_of(DISTRIBUTIONS))
+    mean: float = _key(0.30, POSITIVE)
+    cv: float | None = _key(None, POSITIVE)
+    shape: float | None = _key(None, POSITIVE)
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: str = _key("none", ANY_STR)
+    params: int = _key(25_557_032, POSITIVE_INT)
+    batch: int = _key(128, POSITIVE_INT)
+    device: str = _key("cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"),
+                                    "cpu, cuda or cuda:N"))
+    compute: Compute = field(default_factory=Compute)
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    kind: str = _key("none", _one_of(IMBALANCE_KINDS))
+    slow: tuple[int, int] = _key((1, 1), Check(
+        (list, int), lambda v: _slow_range(v) is not None, "[min, max] with 0 <= min <= max, or one integer",
+        _slow_range))
+    delay: float = _key(0.32, NONNEG)
+    mode: str = _key("sleep", _one_of(("sleep", "work")))
+    factors: Mapping[int, float] = _key(None, Check(
+        dict, lambda v: _factor_table(v) is not None, "a table of worker = factor, factors > 0", _factor_table))
+    file: Path | None = _key(None, Check(str, lambda v: bool(v), "a .npy or .csv file", path=True))
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str = _key("sync", _one_of(ALGORITHMS))
+    sync_period: int = _key(33, NONNEG_INT)
+    late: str = _key("accumulate", _one_of(("accumulate", "drop")))
+    divide_by: str = _key("workers", _one_of(("workers", "contributors")))
+    group_size: int = _key(8, POSITIVE_INT)
+    period: int = _key(16, POSITIVE_INT)
+    global_period: int = _key(64, POSITIVE_INT)
+    pull: float = _key(0.1, FRACTION)
+    global_pull: float = _key(0.1, FRACTION)
+    lr: float = _key(0.05, NONNEG)
+    momentum: float = _key(0.0, Check((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = _key("scenario", ANY_STR)
+    seed: int = _key(0, NONNEG_INT)
+    iterations: int = _key(100, POSITIVE_INT)
+    cluster: Cluster = field(default_factory=Cluster)
+    network: Network = field(default_factory=Network)
+    workload: Workload = field(default_factory=Workload)
+    imbalance: Imbalance = field(default_factory=Imbalance)
+    algorithm: Algorithm = field(default_factory=Algorithm)
+
+    @property
+    def workers(self) -> int:
+        return self.cluster.workers
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with dotted keys changed (``{"algorithm.name": "sync"}``), validated like ``--set``."""
+        raw = to_dict(self)
+        for key, value in changes.items():
+            _assign(raw, key, value, "replace()")
+        return from_dict(raw, "replace()")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where values came from: a label for messages (a file, ``--set``) and the folder relative paths start in."""
+
+    label: str
+    base: Path
+
+
+class Origins(dict):
+    """Origin of each dotted key; keys not listed come from the default origin (stored under "")."""
+
+    def of(self, key: str) -> Origin:
+        return self.get(key, self[""])
+
+    def fail(self, key: str, value: Any, allowed: str) -> ScenarioError:
+        shown = f'"{value}"' if isinstance(value, str) else value
+        return ScenarioError(f"{self.of(key).label}: {key} = {shown}: must be {allowed}")
+
+
+def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        key = prefix + unknown[0]
+        raise ScenarioError(f"{origins.of(key).label}: unknown key {key} (allowed in "
+                            f"{prefix.rstrip('.') or 'the top level'}: " + ", ".join(fields) + ")")
+    values = {}
+    for name, value in raw.items():
+        f, key = fields[name], prefix + name
+        if "check" not in f.metadata:
+            if not isinstance(value, dict):
+                raise origins.fail(key, value, "a table")
+            values[name] = _build(_SECTIONS[name], value, key + ".", origins)
+            continue
+        check: Check = f.metadata["check"]
+        if isinstance(value, bool) or not isinstance(value, check.kind) or not check.ok(value):
+            raise origins.fail(key, value, check.allowed)
+        value = check.convert(value)
+        if check.path:
+            value = (origins.of(key).base / value).resolve()
+        values[name] = value
+    return cls(**values)
+
+
+_SECTIONS: dict[str, type] = {"cluster": Cluster, "network": Network, "workload": Workload,
+                              "imbalance": Imbalance, "algorithm": Algorithm, "compute": Compute}
+
+
+def _assign(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
+    parts = key.split(".")
+    node = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ScenarioError(f"{origin}: {key}: {part} is not a table")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` from the command line: the value is read as TOML if it parses, else as a plain string."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(f"--set {text}: expected key=value, e.g. --set cluster.workers=64")
+    try:
+        parsed = tomllib.loads(f"v = {value.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value.strip()
+    return key, parsed
+
+
+def from_dict(raw: Mapping[str, Any], origin: str = "<scenario>", base: Path | None = None,
+              overridden: Mapping[str, Origin] | None = None) -> Scenario:
+    """Validate a raw mapping (as TOML gives it) into a :class:`Scenario`.
+
+    ``origin`` names the source in messages and ``base`` is where its relative file names start; keys in
+    ``overridden`` came from elsewhere (``--set``) and are reported and resolved with their own origin.
+    """
+    origins = Origins({"": Origin(origin, base or Path.cwd()), **(overridden or {})})
+    scenario = _build(Scenario, raw, "", origins)
+    _check_consistency(scenario, origins)
+    return scenario
+
+
+def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (), *,
+         text: str | None = None, name: str | None = None) -> Scenario:
+    """Load a scenario file (or TOML ``text``), apply ``--set`` overrides, validate everything.
+
+    The scenario's ``name`` defaults to the file's stem. Overridden keys are reported as ``--set`` and a file
+    they name is taken relative to the current directory.
+    """
+    origin = str(path) if path is not None else "<scenario>"
+    if text is None:
+        try:
+            text = Path(path).read_text()
+        except OSError as err:
+            raise ScenarioError(f"{origin}: cannot read the scenario ({err.strerror})") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{origin}: not valid TOML ({err})") from None
+    raw.setdefault("name", name or (Path(path).stem if path is not None else "scenario"))
+    overridden = {}
+    for item in overrides:
+        key, value = parse_override(item)
+        _assign(raw, key, value, "--set")
+        overridden[key] = Origin("--set", Path.cwd())
+    base = Path(path).resolve().parent if path is not None else Path.cwd()
+    return from_dict(raw, origin, base, overridden)
+
+
+def _check_consistency(s: Scenario, origins: Origins) -> None:
+    """Checks that involve more than one key."""
+    P, a = s.workers, s.algorithm
+    if a.name == "wagma" and a.group_size > P:
+        raise origins.fail("algorithm.group_size", a.group_size, f"at most cluster.workers = {P}")
+    if s.cluster.workers_per_node > P:
+        raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node,
+                    f"at most cluster.workers = {P}")
+    c = s.workload.compute
+    if c.dist in ("normal", "lognormal") and c.cv is None:
+        raise origins.fail("workload.compute.cv", None, f"given for dist = {c.dist} (coefficient of variation)")
+    if c.dist == "gamma" and c.cv is None and c.shape is None:
+        raise origins.fail("workload.compute.cv", None, "given (or shape) for dist = gamma")
+    if c.dist == "pareto" and (c.shape is None or c.shape <= 1):
+        raise origins.fail("workload.compute.shape", c.shape, "a number > 1 for dist = pareto (finite mean)")
+    im = s.imbalance
+    if im.kind == "random-delay" and im.slow[1] > P:
+        raise origins.fail("imbalance.slow", list(im.slow), f"a range within [0, cluster.workers = {P}]")
+    if im.kind == "persistent":
+        if not im.factors:
+            raise origins.fail("imbalance.factors", im.factors, "given for kind = persistent ({ 3 = 1.5 })")
+        if max(im.factors) >= P:
+            raise origins.fail("imbalance.factors", dict(im.factors), f"worker indices below {P}")
+    if im.kind == "trace":
+        if im.file is None:
+            raise origins.fail("imbalance.file", None, "given for kind = trace")
+        from simulator.imbalance import read_trace
+
+        read_trace(im.file, P, origins.of("imbalance.file").label)
+
+
+def to_dict(s: Any) -> dict[str, Any]:
+    """The resolved scenario as plain TOML-able data (what ``meta.json`` stores and ``from_dict`` accepts)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(s):
+        v = getattr(s, f.name)
+        if dataclasses.is_dataclass(v):
+            out[f.name] = to_dict(v)
+        elif v is None:
+            continue
+        elif isinstance(v, Path):
+            out[f.name] = str(v)
+        elif isinstance(v, tuple):
+            out[f.name] = list(v)
+        elif isinstance(v, Mapping):
+            out[f.name] = {str(k): x for k, x in v.items()}
+        else:
+            out[f.name] = v
+    return out
