@@ -1,0 +1,161 @@
+"""The run folder (DESIGN §3): ``meta.json`` and the Parquet tables ``iterations``, ``rounds`` and ``evals``.
+
+It is the contract between the simulator, real runs and analysis. While a run goes, each table is a directory
+``<table>.parquet/`` of numbered parts, one written per flush, so a killed run leaves a readable prefix and a
+``meta.json`` whose ``finished`` is false. Closing the run merges the parts into one sorted file per table and marks
+it finished. :func:`load_run` reads either form.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis.errors import UserError
+
+INT, FLOAT, BOOL, STR = pa.int64(), pa.float64(), pa.bool_(), pa.string()
+SCHEMAS: dict[str, pa.Schema] = {
+    "iterations": pa.schema([("worker", INT), ("iteration", INT), ("t_start", FLOAT), ("t_post", FLOAT), ("t_done", FLOAT),
+                             ("compute", FLOAT), ("wait", FLOAT), ("round", INT), ("model_version", INT), ("staleness", INT),
+                             ("fresh", BOOL)]),
+    "rounds": pa.schema([("round", INT), ("kind", STR), ("initiator", INT), ("t_trigger", FLOAT), ("t_done", FLOAT),
+                         ("contributors", INT), ("fresh", INT), ("group", INT)]),
+    "evals": pa.schema([("t", FLOAT), ("iteration", INT), ("worker", INT), ("loss", FLOAT), ("accuracy", FLOAT)]),
+}
+#: the order of a finished table's rows
+SORT_KEYS = {"iterations": ["worker", "iteration"], "rounds": ["round"], "evals": ["t", "iteration", "worker"]}
+TABLES = tuple(SCHEMAS)
+
+
+def _table_path(folder: Path, table: str) -> Path:
+    return folder / f"{table}.parquet"
+
+
+class RunWriter:
+    """Writes one run folder while the run goes: rows are buffered and flushed as parts every ``flush_rows``
+    rows or ``flush_seconds`` seconds; :meth:`close` merges the parts and records whether the run finished."""
+
+    def __init__(self, folder: str | Path, meta: dict[str, Any], flush_rows: int = 200_000,
+                 flush_seconds: float = 10.0):
+        self.folder = Path(folder)
+        _prepare(self.folder)
+        self.meta = {**meta, "finished": False}
+        self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
+        self._rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
+        self._parts = dict.fromkeys(TABLES, 0)
+        self._last_flush = time.monotonic()
+        self._buffered = 0
+        for table in TABLES:
+            _table_path(self.folder, table).mkdir()
+        self._write_meta()
+
+    def add(self, table: str, row: tuple) -> None:
+        """Append one row (in the column order of :data:`SCHEMAS`)."""
+        self._rows[table].append(row)
+        self._buffered += 1
+        if self._buffered >= self.flush_rows or (
+                self._buffered % 4096 == 0 and time.monotonic() - self._last_flush > self.flush_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows of every table as new parts."""
+        for table, rows in self._rows.items():
+            if rows:
+                columns = list(zip(*rows, strict=True))
+                data = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table],
+                                                                                      strict=True)],
+                                            schema=SCHEMAS[table])
+                pq.write_table(data, _table_path(self.folder, table) / f"part-{self._parts[table]:06d}.parquet")
+                self._parts[table] += 1
+                rows.clear()
+        self._buffered = 0
+        self._last_flush = time.monotonic()
+
+    def close(self, finished: bool = True, **extra_meta: Any) -> None:
+        """Flush, merge each table's parts into one sorted file, and rewrite ``meta.json``."""
+        self.flush()
+        if finished:
+            for table in TABLES:
+                path = _table_path(self.folder, table)
+                merged = _read_table(path, table).sort_values(SORT_KEYS[table], kind="stable")
+                tmp = path.with_suffix(".parquet.tmp")
+                pq.write_table(pa.Table.from_pandas(merged, schema=SCHEMAS[table], preserve_index=False), tmp)
+                shutil.rmtree(path)
+                tmp.rename(path)
+        self.meta.update(extra_meta, finished=finished)
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        tmp = self.folder / "meta.json.tmp"
+        tmp.write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
+        tmp.rename(self.folder / "meta.json")
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(finished=exc_type is None)
+
+
+def _prepare(folder: Path) -> None:
+    """Make an empty run folder, replacing an earlier run there but nothing else."""
+    if folder.exists():
+        if not folder.is_dir():
+            raise UserError(f"{folder}: exists and is not a folder")
+        contents = list(folder.iterdir())
+        if contents and not (folder / "meta.json").exists():
+            raise UserError(f"{folder}: not empty and not a run folder; refusing to write into it")
+        for item in contents:
+            if item.name == "meta.json" or item.name.startswith(TABLES):
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+
+
+def _read_table(path: Path, table: str) -> pd.DataFrame:
+    """One table, from a merged file or a folder of parts (possibly none yet)."""
+    if path.is_dir():
+        parts = sorted(path.glob("part-*.parquet"))
+        if not parts:
+            return SCHEMAS[table].empty_table().to_pandas()
+        data = pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for p in parts])
+    elif path.exists():
+        data = pq.read_table(path, schema=SCHEMAS[table])
+    else:
+        return SCHEMAS[table].empty_table().to_pandas()
+    return data.to_pandas()
+
+
+@dataclass
+class Run:
+    """One run folder in memory."""
+
+    path: Path
+    meta: dict[str, Any]
+    iterations: pd.DataFrame
+    rounds: pd.DataFrame
+    evals: pd.DataFrame
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.meta.get("finished"))
+
+
+def load_run(folder: str | Path) -> Run:
+    """Read a run folder (finished or not); a folder without ``meta.json`` is a one-line error."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except FileNotFoundError:
+        raise UserError(f"{folder}: not a run folder (no meta.json)") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{folder}/meta.json: not valid JSON ({err})") from None
+    tables = {t: _read_table(_table_path(folder, t), t) for t in TABLES}
+    return Run(folder, meta, **tables)

@@ -1,0 +1,90 @@
+"""``stragglerlab simulate``: run a scenario (and, with ``--compare``, a baseline on the same seed), write the run
+folders and print a summary table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from analysis.errors import UserError
+from analysis.metrics import Summary, summarize
+from analysis.runfolder import load_run
+from simulator.catalog import example_path
+from simulator.run import simulate
+from simulator.scenario import ALGORITHMS, Scenario, load
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("scenario", nargs="?", type=Path, help="scenario file (TOML)")
+    source.add_argument("--example", metavar="NAME", help="a shipped example (see: stragglerlab examples)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario key, e.g. --set cluster.workers=256 (repeatable)")
+    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
+                        help="run folder (with --compare: a folder holding one run folder per algorithm); "
+                             "default runs/<scenario name>")
+    parser.add_argument("--compare", metavar="ALGO", choices=ALGORITHMS,
+                        help="also run this algorithm on the same scenario and seed, and report the speedup over it")
+
+
+class _Progress:
+    """A progress bar over worker-iterations that appears only when a run takes more than a second."""
+
+    def __init__(self, scenario: Scenario):
+        total = scenario.workers * scenario.iterations
+        self.bar = tqdm(total=total, desc=scenario.algorithm.name, unit="it", unit_scale=True, delay=1.0,
+                        leave=False, file=sys.stderr)
+        self.step, self.done = max(total // 200, 1), 0
+
+    def __call__(self, count: int) -> None:
+        self.done += count
+        if self.done >= self.step:
+            self.bar.update(self.done)
+            self.done = 0
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _row(s: Summary, baseline: Summary | None) -> list[str]:
+    speedup = f"{s.samples_per_s / baseline.samples_per_s:.3f}x" if baseline else "-"
+    return [s.algorithm, f"{s.samples_per_s:,.1f}", f"{s.mean_iteration:.4f}", f"{s.mean_wait:.4f}",
+            f"{s.mean_staleness:.3f}", str(s.max_staleness), f"{100 * s.fresh_fraction:.1f}%", speedup]
+
+
+def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
+    """The summary as an aligned text table; speedup is samples/s over the baseline's."""
+    head = ["algorithm", "samples/s", "iter [s]", "wait [s]", "stale mean", "stale max", "fresh", "speedup"]
+    rows = [head] + [_row(s, baseline) for s in summaries]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths,
+                                                                                             strict=True)))
+                     for r in rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = example_path(args.example) if args.example else args.scenario
+    scenario = load(path, args.overrides)
+    scenarios = [scenario]
+    if args.compare and args.compare != scenario.algorithm.name:
+        scenarios.append(scenario.replace(**{"algorithm.name": args.compare}))
+    out = args.output or Path("runs") / scenario.name
+    summaries = []
+    for s in scenarios:
+        folder = out / s.algorithm.name if len(scenarios) > 1 else out
+        progress = _Progress(s)
+        try:
+            simulate(s, folder, progress)
+        finally:
+            progress.close()
+        summaries.append(summarize(load_run(folder)))
+    if not summaries[0].iterations:
+        raise UserError("the run produced no iterations")
+    baseline = summaries[-1] if len(summaries) > 1 else None
+    print(f"{scenario.name}: {scenario.workers} workers x {scenario.iterations} iterations, seed {scenario.seed}")
+    print(format_table(summaries, baseline))
+    print(f"run folder{'s' if len(scenarios) > 1 else ''}: {out}")
+    return 0

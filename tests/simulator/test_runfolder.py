@@ -1,0 +1,98 @@
+"""Run folders: written as the run goes, identical for the same seed, readable after a kill."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import pytest
+
+from analysis.errors import UserError
+from analysis.runfolder import SCHEMAS, TABLES, RunWriter, load_run
+from simulator.run import simulate
+from tests.helpers import scenario
+
+ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
+NOISY = {"imbalance.kind": "random-delay", "imbalance.slow": [1, 2],
+         "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.4},
+         "algorithm.group_size": 4, "algorithm.period": 4, "algorithm.global_period": 8}
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_same_seed_gives_byte_identical_tables(tmp_path, name):
+    s = scenario(seed=11, **{"algorithm.name": name, **NOISY})
+    a, b = simulate(s, tmp_path / "a"), simulate(s, tmp_path / "b")
+    for table in TABLES:
+        assert (a / f"{table}.parquet").read_bytes() == (b / f"{table}.parquet").read_bytes()
+    other = simulate(s.replace(seed=12), tmp_path / "c")
+    assert (a / "iterations.parquet").read_bytes() != (other / "iterations.parquet").read_bytes()
+
+
+def test_run_folder_schema_and_meta(tmp_path):
+    s = scenario(**{"algorithm.name": "eager-solo", **NOISY})
+    run = load_run(simulate(s, tmp_path / "run"))
+    assert run.finished and run.meta["source"] == "sim" and run.meta["seed"] == s.seed
+    assert run.meta["scenario"]["algorithm"]["name"] == "eager-solo"
+    assert {"python", "numpy", "simpy"} <= set(run.meta["versions"]) and run.meta["host"]
+    assert run.meta["network"]["lower_bound"] <= run.meta["network"]["allreduce"]
+    for table in TABLES:
+        assert list(getattr(run, table).columns) == SCHEMAS[table].names
+    it = run.iterations
+    assert len(it) == 8 * 40
+    assert ((it.compute - (it.t_post - it.t_start)).abs() < 1e-12).all()
+    assert ((it.wait - (it.t_done - it.t_post)).abs() < 1e-12).all()
+    assert (it.wait >= 0).all() and (it.compute >= 0).all()
+    assert list(run.rounds["round"]) == list(range(40))
+
+
+def test_rewriting_a_run_folder_replaces_it_but_nothing_else(tmp_path):
+    s = scenario()
+    simulate(s, tmp_path / "run")
+    simulate(s.replace(iterations=5), tmp_path / "run")
+    assert len(load_run(tmp_path / "run").iterations) == 8 * 5
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="not a run folder"):
+        simulate(s, tmp_path / "other")
+    with pytest.raises(UserError, match="no meta.json"):
+        load_run(tmp_path / "other")
+
+
+def test_unclosed_writer_leaves_a_readable_prefix(tmp_path):
+    writer = RunWriter(tmp_path / "run", {"scenario": {}}, flush_rows=10)
+    for i in range(25):
+        writer.add("rounds", (i, "sync", 0, float(i), float(i) + 1, 4, 4, -1))
+    run = load_run(tmp_path / "run")
+    assert not run.finished and list(run.rounds["round"]) == list(range(20))
+    assert run.iterations.empty and list(run.iterations.columns) == SCHEMAS["iterations"].names
+
+
+def test_killed_run_is_readable_and_marked_unfinished(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, signal
+        from analysis.runfolder import RunWriter
+        from simulator.engine import Engine
+        from tests.helpers import scenario
+
+        s = scenario(iterations=2000, **{{"cluster.workers": 16}})
+        writer = RunWriter({str(tmp_path / "run")!r}, {{"scenario": {{}}}}, flush_rows=1000)
+
+        class Sink:
+            rows = 0
+            def iteration(self, row):
+                writer.add("iterations", row)
+                Sink.rows += 1
+                if Sink.rows == 5500:
+                    os.kill(os.getpid(), signal.SIGKILL)
+            def round(self, row):
+                writer.add("rounds", row)
+
+        Engine(s, Sink()).run()
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=120)
+    assert proc.returncode == -9
+    run = load_run(tmp_path / "run")
+    assert not run.finished
+    assert 4000 <= len(run.iterations) + len(run.rounds) <= 5500 + len(run.rounds)
+    assert isinstance(run.iterations, pd.DataFrame) and run.iterations.t_done.notna().all()
