@@ -1,0 +1,97 @@
+/*
+ * pcoll.h: partial collectives over MPI (the one public header of stragglerlab's native core).
+ *
+ * A handle runs a sequence of rounds: on every rank, call n is pcoll_post(contribution n) then pcoll_wait(result
+ * of round n). What a round waits for depends on the kind: every rank (sync), the first poster anywhere
+ * (eager-solo), one rank drawn per round (eager-majority), or the first poster with a reduction inside butterfly
+ * groups (wagma). A progress thread drives rounds while the application computes; pcoll_wait drives them itself.
+ * MPI must be initialised with MPI_THREAD_MULTIPLE. Every function returns a pcoll_status code.
+ */
+#ifndef PCOLL_H
+#define PCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pcoll pcoll_t;
+
+enum pcoll_kind { PCOLL_SYNC = 0, PCOLL_SOLO = 1, PCOLL_MAJORITY = 2, PCOLL_WAGMA = 3 };
+enum pcoll_late { PCOLL_LATE_ACCUMULATE = 0, PCOLL_LATE_DROP = 1 };
+enum pcoll_divide { PCOLL_DIVIDE_WORKERS = 0, PCOLL_DIVIDE_CONTRIBUTORS = 1 };
+enum pcoll_round_kind { PCOLL_ROUND_SYNC = 0, PCOLL_ROUND_ASYNC = 1, PCOLL_ROUND_GROUP = 2, PCOLL_ROUND_AVERAGE = 3 };
+enum pcoll_status {
+    PCOLL_OK = 0,
+    PCOLL_ERR_ARG = 1,    /* a bad argument or option value */
+    PCOLL_ERR_STATE = 2,  /* a call out of order: two posts without a wait, a wait without a post */
+    PCOLL_ERR_THREAD = 3, /* MPI not initialised, or not with MPI_THREAD_MULTIPLE */
+    PCOLL_ERR_MPI = 4,    /* an MPI call failed (pcoll_last_error says which) */
+    PCOLL_ERR_NOMEM = 5
+};
+
+/* Options of a handle; pcoll_options_default fills the defaults. */
+typedef struct pcoll_options {
+    int kind;               /* enum pcoll_kind */
+    int late;               /* enum pcoll_late: eager kinds, a post that misses its round */
+    int divide_by;          /* enum pcoll_divide: eager kinds, result = sum / P or sum / gradients summed */
+    int group_size;         /* wagma: butterfly group size S >= 1 */
+    uint64_t sync_period;   /* k > 0: round n is synchronous iff n % k == k - 1; 0: never (sync kind: always) */
+    uint64_t seed;          /* eager-majority: the initiator generator's seed, the same on every rank */
+    size_t ring_min_bytes;  /* reductions of at least this many bytes use the ring, smaller ones recursive
+                               doubling; 0 means the default (64 KiB) */
+} pcoll_options;
+
+/* One round as this rank saw it (times in seconds since pcoll_create, aligned across ranks at creation). */
+typedef struct pcoll_round {
+    uint64_t round;     /* round id n */
+    int kind;           /* enum pcoll_round_kind */
+    int initiator;      /* rank whose post activated it; sync rounds: the last to post; -1 if unknown */
+    int group;          /* wagma: butterfly phase of a group round; -1 when the round spans all ranks */
+    int contributors;   /* ranks (of this rank's group) that contributed anything */
+    int fresh;          /* of those, ranks whose own call n made it in */
+    int gradients;      /* gradients summed (eager: fresh + pending; wagma: models) */
+    double t_trigger;   /* post time of the initiator */
+    double t_done;      /* when this rank completed it */
+} pcoll_round;
+
+void pcoll_options_default(pcoll_options *opt);
+
+/* Collective over fcomm (a Fortran handle, e.g. mpi4py's comm.py2f()); the communicator is duplicated. */
+int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t **out);
+
+/* Contribution of the next call (count floats, copied in). */
+int pcoll_post(pcoll_t *c, const float *contribution);
+
+/* Result of the round of the last posted call into out (count floats); rec, fresh (1 if this rank's own
+ * contribution of that call is in it) and mask (size bytes, 1 per contributing rank) may be NULL. */
+int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned char *mask);
+
+/* *ready = 1 if pcoll_wait would return at once. */
+int pcoll_test(pcoll_t *c, int *ready);
+
+/* Rounds completed on this rank so far, and a copy of records [first, first + n). */
+size_t pcoll_num_rounds(pcoll_t *c);
+int pcoll_get_rounds(pcoll_t *c, size_t first, size_t n, pcoll_round *out);
+/* Contributor mask of record index (size bytes). */
+int pcoll_get_round_mask(pcoll_t *c, size_t index, unsigned char *mask);
+
+/* Collective: every rank calls it. Completes the rounds any rank started, consistently, then frees everything. */
+int pcoll_close(pcoll_t *c);
+
+/* Local: stops the progress thread and frees nothing of MPI's, for error paths where the job is about to abort. */
+int pcoll_abort(pcoll_t *c);
+
+const char *pcoll_strerror(int status);
+/* The last error's message on this handle ("" if none). */
+const char *pcoll_last_error(pcoll_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

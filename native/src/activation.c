@@ -1,0 +1,118 @@
+/*
+ * activation.c: activation tokens. A rank whose post activates round n sends a token carrying the 64-bit id n
+ * straight to every other rank (P - 1 small sends, so concurrent activators of one round need no forwarding and
+ * merge trivially); every rank keeps one receive of tokens standing. A token for round m means every round < m
+ * was activated too (the activator completed round m - 1, which some post of call m - 1 must have activated), so a
+ * rank keeps only the watermark "rounds < activated are activated" and ignores duplicates below it. Sent and
+ * received tokens are counted per peer so that close can drain the ones still in flight.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+static int post_token_receive(pcoll_t *c)
+{
+    PCOLL_MPI(c, MPI_Irecv(&c->token_in, 1, MPI_UINT64_T, MPI_ANY_SOURCE, PCOLL_TAG_TOKEN, c->comm,
+                           &c->token_req));
+    return PCOLL_OK;
+}
+
+int pcoll_tokens_init(pcoll_t *c)
+{
+    return c->size > 1 ? post_token_receive(c) : PCOLL_OK;
+}
+
+int pcoll_tokens_send(pcoll_t *c, uint64_t n)
+{
+    if (c->size == 1) return PCOLL_OK;
+    struct pcoll_tokens *t = malloc(sizeof *t);
+    if (t) t->reqs = malloc((size_t)(c->size - 1) * sizeof(MPI_Request));
+    if (!t || !t->reqs) {
+        free(t);
+        return pcoll_fail(c, PCOLL_ERR_NOMEM, "token batch", MPI_SUCCESS);
+    }
+    t->id = n;
+    t->n = 0;
+    t->next = c->token_out;
+    c->token_out = t;
+    for (int k = 1; k < c->size; k++) {
+        int peer = (c->rank + k) % c->size;
+        PCOLL_MPI(c, MPI_Isend(&t->id, 1, MPI_UINT64_T, peer, PCOLL_TAG_TOKEN, c->comm, &t->reqs[t->n]));
+        t->n++;
+        c->tokens_sent[peer]++;
+    }
+    return PCOLL_OK;
+}
+
+/* Free the batches whose sends all completed. */
+static int reap_sent(pcoll_t *c)
+{
+    struct pcoll_tokens **p = &c->token_out;
+    while (*p) {
+        int done = 0;
+        PCOLL_MPI(c, MPI_Testall((*p)->n, (*p)->reqs, &done, MPI_STATUSES_IGNORE));
+        if (done) {
+            struct pcoll_tokens *t = *p;
+            *p = t->next;
+            free(t->reqs);
+            free(t);
+        } else {
+            p = &(*p)->next;
+        }
+    }
+    return PCOLL_OK;
+}
+
+int pcoll_tokens_poll(pcoll_t *c, int *did)
+{
+    if (c->size == 1) return PCOLL_OK;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        PCOLL_MPI(c, MPI_Test(&c->token_req, &flag, &st));
+        if (!flag) break;
+        *did = 1;
+        c->tokens_received[st.MPI_SOURCE]++;
+        if (c->token_in >= c->activated) {
+            c->activated = c->token_in + 1;
+            c->hint_round = c->token_in + 1;
+            c->hint_src = st.MPI_SOURCE;
+            c->hint_time = pcoll_now(c);
+        }
+        int rc = post_token_receive(c);
+        if (rc) return rc;
+    }
+    return c->token_out ? reap_sent(c) : PCOLL_OK;
+}
+
+/* Collective (close): receive every token still in flight to this rank, then retire the standing receive. */
+int pcoll_tokens_drain(pcoll_t *c)
+{
+    if (c->size == 1) return PCOLL_OK;
+    uint64_t *expect = calloc((size_t)c->size, sizeof *expect);
+    if (!expect) return pcoll_fail(c, PCOLL_ERR_NOMEM, "token drain", MPI_SUCCESS);
+    MPI_Request req;
+    int rc = MPI_Ialltoall(c->tokens_sent, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T, c->comm, &req);
+    long ns = 0;
+    for (int done = 0, all = 0; rc == MPI_SUCCESS && !(done && all);) {
+        int did = 0;
+        if (!done) rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && pcoll_tokens_poll(c, &did) != PCOLL_OK) break;
+        all = 1;
+        for (int r = 0; done && r < c->size; r++) all &= c->tokens_received[r] >= expect[r];
+        if (!did) pcoll_backoff(&ns, 100000);
+    }
+    free(expect);
+    if (rc != MPI_SUCCESS) return pcoll_fail(c, PCOLL_ERR_MPI, "MPI_Ialltoall", rc);
+    if (c->failed) return c->failed;
+    PCOLL_MPI(c, MPI_Cancel(&c->token_req));
+    PCOLL_MPI(c, MPI_Wait(&c->token_req, MPI_STATUS_IGNORE));
+    while (c->token_out) {
+        struct pcoll_tokens *t = c->token_out;
+        PCOLL_MPI(c, MPI_Waitall(t->n, t->reqs, MPI_STATUSES_IGNORE));
+        c->token_out = t->next;
+        free(t->reqs);
+        free(t);
+    }
+    return PCOLL_OK;
+}

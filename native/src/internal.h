@@ -1,0 +1,168 @@
+/*
+ * internal.h: the context object and the seams between the library's files.
+ *
+ * One struct pcoll holds all mutable state (there is no other). c->lock guards every field below "guarded" and
+ * every MPI call on c->comm; whichever thread holds it drives progress (pcoll_progress). The kinds differ only in
+ * the hooks of struct pcoll_kind_ops (sync.c, solo.c, majority.c, wagma.c); the round driver (progress.c), the
+ * activation tokens (activation.c) and the allreduce schedules (allreduce.c) are shared.
+ */
+#ifndef PCOLL_INTERNAL_H
+#define PCOLL_INTERNAL_H
+
+#define _GNU_SOURCE
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pcoll.h"
+
+enum { PCOLL_TAG_DATA = 1, PCOLL_TAG_TOKEN = 2, PCOLL_TAG_CLOCK = 3 };
+
+/* Per-rank metadata slot appended to every reduced vector: each rank writes only its own slot, so the sum
+ * delivers every rank's values exactly. */
+enum { META_FLAGS = 0, META_GRADIENTS = 1, META_T_HI = 2, META_T_LO = 3, META_WIDTH = 4 };
+enum { FLAG_CONTRIBUTED = 1, FLAG_FRESH = 2, FLAG_ACTIVATOR = 4 };
+
+/* What this rank put into a round: set by a kind's contribute hook. */
+struct pcoll_take {
+    int gradients;
+    int fresh;
+};
+
+struct pcoll_kind_ops {
+    /* Round n waits for every rank's post of call n (no activation token). */
+    int (*is_sync)(const pcoll_t *c, uint64_t n);
+    /* This rank's post of call n activates (non-sync) round n. */
+    int (*activates)(const pcoll_t *c, uint64_t n);
+    /* Fill c->work[0, count) with this rank's contribution to round n (under the lock). */
+    void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
+    /* A post of call n that arrives after round n's exchange started here (under the lock). */
+    void (*late)(pcoll_t *c, const float *contribution);
+    /* Members of round n's reduction into members[], their number into *m; returns the group id or -1. */
+    int (*group)(const pcoll_t *c, uint64_t n, int *members, int *m);
+    /* Divisor applied to the sum of a round. */
+    float (*divisor)(const pcoll_t *c, const pcoll_round *r);
+    int sync_kind, async_kind; /* enum pcoll_round_kind of synchronous and other rounds */
+};
+
+extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops;
+
+/* One step of an allreduce schedule: an optional send and an optional receive, then (reduce) an addition of the
+ * received floats into the vector; offsets and lengths in floats of c->work. */
+struct pcoll_step {
+    int send_peer, recv_peer;
+    size_t send_off, send_len, recv_off, recv_len;
+    int reduce;
+};
+
+/* A batch of activation tokens in flight (one per peer). */
+struct pcoll_tokens {
+    uint64_t id;
+    MPI_Request *reqs;
+    int n;
+    struct pcoll_tokens *next;
+};
+
+/* A completed round not yet consumed by pcoll_wait. */
+struct pcoll_result {
+    float *data;      /* len floats: the sum (and metadata) */
+    float divisor;
+    int fresh;
+    size_t record;    /* index into c->records */
+};
+
+struct pcoll {
+    /* fixed at creation */
+    MPI_Comm comm;
+    int rank, size;
+    size_t count, len;          /* contribution floats; count + META_WIDTH * size, the reduced vector */
+    size_t mask_words;          /* uint64 words of one contributor mask */
+    pcoll_options opt;
+    const struct pcoll_kind_ops *ops;
+    double t0;                  /* local MPI_Wtime that corresponds to rank 0's clock at creation */
+    pthread_t thread;
+    int thread_started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    /* guarded */
+    int stop;                   /* the progress thread must exit */
+    int app_driving;            /* the application thread is in wait/close and drives progress itself */
+    int failed;                 /* a status code once an MPI call failed: every later call reports it */
+    char error[256];
+
+    uint64_t posts, waits;      /* calls posted and waited so far */
+    float *app_buf;             /* eager: the posted call not yet taken by its exchange */
+    int app_full;
+    float *model;               /* wagma: the vector last posted */
+    int has_model;
+    uint64_t model_call;
+    float *pending;             /* eager, accumulate: late gradients summed */
+    int pending_grads;
+    double t_post;              /* time of the last post */
+
+    uint64_t activated;         /* rounds < activated are known to be activated */
+    uint64_t self_activated;    /* 1 + the last round this rank's own post activated (0: none) */
+    uint64_t hint_round;        /* 1 + the round named by the latest token that raised activated (0: none) */
+    int hint_src;
+    double hint_time;
+
+    uint64_t cur;               /* the round in progress, or the next to start */
+    int in_round;
+    float *work, *scratch;      /* len floats each */
+    struct pcoll_step *steps;
+    int nsteps, step, step_posted;
+    MPI_Request step_reqs[2];
+    int *members;
+    int group;
+    struct pcoll_take take;
+
+    uint64_t closing_rounds;    /* during close: every round < this starts without activation */
+    int closing;
+
+    MPI_Request token_req;      /* the standing receive of activation tokens */
+    uint64_t token_in;
+    struct pcoll_tokens *token_out;
+    uint64_t *tokens_sent, *tokens_received;  /* per peer, to drain in close */
+
+    pcoll_round *records;
+    uint64_t *masks;            /* mask_words per record */
+    size_t nrecords, records_cap;
+
+    struct pcoll_result *results; /* ring of completed rounds not yet waited for */
+    size_t results_cap, results_head, results_count;
+};
+
+/* progress.c */
+int pcoll_progress(pcoll_t *c, int *did);
+int pcoll_start_thread(pcoll_t *c);
+void pcoll_stop_thread(pcoll_t *c);
+double pcoll_now(const pcoll_t *c);
+void pcoll_backoff(long *ns, long cap_ns);
+int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code);
+
+/* activation.c */
+int pcoll_tokens_init(pcoll_t *c);
+int pcoll_tokens_send(pcoll_t *c, uint64_t n);
+int pcoll_tokens_poll(pcoll_t *c, int *did);
+int pcoll_tokens_drain(pcoll_t *c);
+
+/* allreduce.c */
+int pcoll_schedule_build(pcoll_t *c, const int *members, int m);
+int pcoll_schedule_progress(pcoll_t *c, int *done, int *did);
+
+/* solo.c: the eager contribution rules shared by sync, solo and majority */
+void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take);
+void pcoll_eager_late(pcoll_t *c, const float *contribution);
+int pcoll_all_ranks(const pcoll_t *c, uint64_t n, int *members, int *m);
+float pcoll_eager_divisor(const pcoll_t *c, const pcoll_round *r);
+int pcoll_periodic_sync(const pcoll_t *c, uint64_t n);
+
+#define PCOLL_MPI(c, call)                                                                                    \
+    do {                                                                                                      \
+        int pcoll_rc_ = (call);                                                                               \
+        if (pcoll_rc_ != MPI_SUCCESS) return pcoll_fail((c), PCOLL_ERR_MPI, #call, pcoll_rc_);                \
+    } while (0)
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) polls
+ * activation tokens, starts the next round when its trigger holds, advances its allreduce schedule and, when it
+ * completes, records it and queues its result for pcoll_wait. The progress thread calls it only while the
+ * application is not waiting, and backs off exponentially when nothing happens: up to 50 us while a round is in
+ * flight, up to 1 ms when idle, sleeping in nanosleep (with a 1 ns timer slack on Linux), never spinning.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+enum { IDLE_CAP_NS = 1000000, ACTIVE_CAP_NS = 50000, FIRST_SLEEP_NS = 1000 };
+
+double pcoll_now(const pcoll_t *c)
+{
+    return MPI_Wtime() - c->t0;
+}
+
+void pcoll_backoff(long *ns, long cap_ns)
+{
+    *ns = *ns <= 0 ? FIRST_SLEEP_NS : (*ns * 2 > cap_ns ? cap_ns : *ns * 2);
+    struct timespec ts = {*ns / 1000000000L, *ns % 1000000000L};
+    nanosleep(&ts, NULL);
+}
+
+int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code)
+{
+    char mpi_msg[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    if (mpi_code != MPI_SUCCESS) MPI_Error_string(mpi_code, mpi_msg, &n);
+    snprintf(c->error, sizeof c->error, "%s%s%s", what, n ? ": " : "", mpi_msg);
+    if (!c->failed) c->failed = status;
+    return status;
+}
+
+static int can_start(const pcoll_t *c, uint64_t n)
+{
+    if (c->closing) return n < c->closing_rounds;
+    return c->ops->is_sync(c, n) ? c->posts > n : c->activated > n;
+}
+
+static int start_round(pcoll_t *c)
+{
+    uint64_t n = c->cur;
+    int m = 0;
+    c->ops->contribute(c, n, &c->take);
+    float *meta = c->work + c->count;
+    memset(meta, 0, (c->len - c->count) * sizeof(float));
+    float *mine = meta + (size_t)META_WIDTH * (size_t)c->rank;
+    int activator = c->self_activated == n + 1;
+    mine[META_FLAGS] = (float)((c->take.gradients > 0 ? FLAG_CONTRIBUTED : 0) | (c->take.fresh ? FLAG_FRESH : 0) |
+                               (activator ? FLAG_ACTIVATOR : 0));
+    mine[META_GRADIENTS] = (float)c->take.gradients;
+    if (c->take.fresh) {
+        mine[META_T_HI] = (float)c->t_post;
+        mine[META_T_LO] = (float)(c->t_post - (double)mine[META_T_HI]);
+    }
+    c->group = c->ops->group(c, n, c->members, &m);
+    c->in_round = 1;
+    return pcoll_schedule_build(c, c->members, m);
+}
+
+/* Make room for one more record (with its mask) and one more queued result. */
+static int reserve(pcoll_t *c)
+{
+    if (c->nrecords == c->records_cap) {
+        size_t cap = c->records_cap ? 2 * c->records_cap : 64;
+        pcoll_round *r = realloc(c->records, cap * sizeof *r);
+        if (!r) return -1;
+        c->records = r;
+        uint64_t *m = realloc(c->masks, cap * c->mask_words * sizeof *m);
+        if (!m) return -1;
+        c->masks = m;
+        c->records_cap = cap;
+    }
+    if (c->results_count < c->results_cap) return 0;
+    size_t old = c->results_cap, cap = old ? old * 2 : 8;
+    struct pcoll_result *q = calloc(cap, sizeof *q);
+    if (!q) return -1;
+    for (size_t i = 0; i < old; i++) q[i] = c->results[(c->results_head + i) % old];
+    free(c->results);
+    c->results = q;
+    c->results_cap = cap;
+    c->results_head = 0;
+    return 0;
+}
+
+/* Read the metadata slots of the reduced vector into the round record and the contributor mask. */
+static void summarise(pcoll_t *c, pcoll_round *r, uint64_t *mask)
+{
+    const float *meta = c->work + c->count;
+    int best = -1, sync = c->ops->is_sync(c, c->cur);
+    double best_t = 0.0;
+    memset(mask, 0, c->mask_words * sizeof *mask);
+    r->contributors = r->fresh = r->gradients = 0;
+    for (int j = 0; j < c->size; j++) {
+        const float *s = meta + (size_t)META_WIDTH * (size_t)j;
+        int flags = (int)s[META_FLAGS];
+        double t = (double)s[META_T_HI] + (double)s[META_T_LO];
+        r->gradients += (int)s[META_GRADIENTS];
+        if (flags & FLAG_CONTRIBUTED) {
+            r->contributors++;
+            mask[j / 64] |= UINT64_C(1) << (j % 64);
+        }
+        if (flags & FLAG_FRESH) r->fresh++;
+        int candidate = sync ? (flags & FLAG_FRESH) != 0 : (flags & FLAG_ACTIVATOR) != 0;
+        if (candidate && (best < 0 || (sync ? t > best_t : t < best_t))) {
+            best = j;
+            best_t = t;
+        }
+    }
+    r->kind = c->ops->is_sync(c, c->cur) ? c->ops->sync_kind : c->ops->async_kind;
+    r->initiator = best;
+    r->t_trigger = best_t;
+    if (best < 0 && c->hint_round == c->cur + 1) {
+        r->initiator = c->hint_src;
+        r->t_trigger = c->hint_time;
+    }
+}
+
+static int finish_round(pcoll_t *c)
+{
+    if (reserve(c)) return pcoll_fail(c, PCOLL_ERR_NOMEM, "round records", MPI_SUCCESS);
+    pcoll_round *r = &c->records[c->nrecords];
+    r->round = c->cur;
+    r->group = c->group;
+    summarise(c, r, c->masks + c->nrecords * c->mask_words);
+    r->t_done = pcoll_now(c);
+    struct pcoll_result *q = &c->results[(c->results_head + c->results_count) % c->results_cap];
+    if (!q->data && !(q->data = malloc(c->len * sizeof(float))))
+        return pcoll_fail(c, PCOLL_ERR_NOMEM, "round result", MPI_SUCCESS);
+    float *t = q->data;
+    q->data = c->work;
+    c->work = t;
+    q->divisor = c->ops->divisor(c, r);
+    q->fresh = c->take.fresh;
+    q->record = c->nrecords;
+    c->results_count++;
+    c->nrecords++;
+    c->in_round = 0;
+    c->cur++;
+    return PCOLL_OK;
+}
+
+int pcoll_progress(pcoll_t *c, int *did)
+{
+    if (c->failed) return c->failed;
+    int rc = pcoll_tokens_poll(c, did);
+    while (rc == PCOLL_OK) {
+        if (!c->in_round) {
+            if (!can_start(c, c->cur)) break;
+            rc = start_round(c);
+            *did = 1;
+            continue;
+        }
+        int done = 0;
+        rc = pcoll_schedule_progress(c, &done, did);
+        if (rc || !done) break;
+        rc = finish_round(c);
+    }
+    return rc;
+}
+
+static void *progress_thread(void *arg)
+{
+    pcoll_t *c = arg;
+    long ns = 0;
+#ifdef PR_SET_TIMERSLACK
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+#endif
+    pthread_mutex_lock(&c->lock);
+    while (!c->stop) {
+        if (c->app_driving) {
+            pthread_cond_wait(&c->cond, &c->lock);
+            ns = 0;
+            continue;
+        }
+        int did = 0;
+        if (pcoll_progress(c, &did) != PCOLL_OK) {
+            pthread_cond_wait(&c->cond, &c->lock); /* failed: the application reports it; wait to be stopped */
+            continue;
+        }
+        long cap = c->in_round ? ACTIVE_CAP_NS : IDLE_CAP_NS;
+        pthread_mutex_unlock(&c->lock);
+        if (did)
+            ns = 0;
+        else
+            pcoll_backoff(&ns, cap);
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+int pcoll_start_thread(pcoll_t *c)
+{
+    if (pthread_create(&c->thread, NULL, progress_thread, c) != 0)
+        return pcoll_fail(c, PCOLL_ERR_NOMEM, "cannot start the progress thread", MPI_SUCCESS);
+    c->thread_started = 1;
+    return PCOLL_OK;
+}
+
+void pcoll_stop_thread(pcoll_t *c)
+{
+    if (!c->thread_started) return;
+    pthread_mutex_lock(&c->lock);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+}

@@ -1,0 +1,84 @@
+/*
+ * wagma.c: wait-avoiding group model averaging. Activation is global (the first post anywhere, as solo); the
+ * reduction runs inside butterfly groups. Ranks are written in base S = group_size; there are as many phases as
+ * base-S digits of P - 1 (at least one); round n uses phase s = n mod phases, and the group of rank i is every
+ * rank j < P that differs from i only in digit s (for powers of two: only in bits [s log2 S, (s+1) log2 S)).
+ * Each rank contributes the vector it last posted (stale if late; zeros, not counted, before its first post).
+ * Periodic sync rounds are global sums. The result is a plain sum: the caller weighs it.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+static int phases(const pcoll_t *c)
+{
+    uint64_t s = (uint64_t)c->opt.group_size, rest = (uint64_t)(c->size - 1);
+    int p = 1;
+    if (s < 2) return 1;
+    while (rest >= s) {
+        rest /= s;
+        p++;
+    }
+    return p;
+}
+
+static int wagma_activates(const pcoll_t *c, uint64_t n)
+{
+    (void)c;
+    (void)n;
+    return 1;
+}
+
+static void wagma_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
+{
+    if (c->has_model) {
+        memcpy(c->work, c->model, c->count * sizeof(float));
+        take->gradients = 1;
+        take->fresh = c->model_call == n;
+    } else {
+        memset(c->work, 0, c->count * sizeof(float));
+        take->gradients = 0;
+        take->fresh = 0;
+    }
+}
+
+static void wagma_late(pcoll_t *c, const float *contribution)
+{
+    (void)c;
+    (void)contribution; /* the model was updated by the post already */
+}
+
+static int wagma_group(const pcoll_t *c, uint64_t n, int *members, int *m)
+{
+    if (pcoll_periodic_sync(c, n)) return pcoll_all_ranks(c, n, members, m);
+    int s = (int)(n % (uint64_t)phases(c));
+    int size = c->opt.group_size < 2 ? 1 : c->opt.group_size;
+    long base = 1;
+    for (int i = 0; i < s; i++) base *= size;
+    long digit = (c->rank / base) % size;
+    long first = c->rank - digit * base;
+    *m = 0;
+    for (long d = 0; d < size; d++) {
+        long j = first + d * base;
+        if (j < c->size) members[(*m)++] = (int)j;
+    }
+    return s;
+}
+
+static float wagma_divisor(const pcoll_t *c, const pcoll_round *r)
+{
+    (void)c;
+    (void)r;
+    return 1.0f;
+}
+
+const struct pcoll_kind_ops pcoll_wagma_ops = {
+    .is_sync = pcoll_periodic_sync,
+    .activates = wagma_activates,
+    .contribute = wagma_contribute,
+    .late = wagma_late,
+    .group = wagma_group,
+    .divisor = wagma_divisor,
+    .sync_kind = PCOLL_ROUND_AVERAGE,
+    .async_kind = PCOLL_ROUND_GROUP,
+};

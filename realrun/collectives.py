@@ -1,0 +1,260 @@
+"""Partial collectives from Python: a ctypes binding of the native core (``native/include/pcoll.h``).
+
+``Collective(kind, count=n, comm=...)`` runs a sequence of rounds: each call posts this rank's float32 vector
+and waits for the result of its round (DESIGN §4). The library is compiled on first use (``realrun.build``). Every
+misuse raises here, before C is reached: wrong dtype or length, two posts without a wait, a wait without a post,
+use after close, an unknown kind or a bad option value.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import UserError
+
+KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3}
+LATE = {"accumulate": 0, "drop": 1}
+DIVIDE_BY = {"workers": 0, "contributors": 1}
+ROUND_KINDS = ("sync", "async", "group", "average")
+ROUND_COLUMNS = ["round", "kind", "initiator", "t_trigger", "t_done", "contributors", "fresh", "group"]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("late", ctypes.c_int),
+        ("divide_by", ctypes.c_int),
+        ("group_size", ctypes.c_int),
+        ("sync_period", ctypes.c_uint64),
+        ("seed", ctypes.c_uint64),
+        ("ring_min_bytes", ctypes.c_size_t),
+    ]
+
+
+class _Round(ctypes.Structure):
+    _fields_ = [
+        ("round", ctypes.c_uint64),
+        ("kind", ctypes.c_int),
+        ("initiator", ctypes.c_int),
+        ("group", ctypes.c_int),
+        ("contributors", ctypes.c_int),
+        ("fresh", ctypes.c_int),
+        ("gradients", ctypes.c_int),
+        ("t_trigger", ctypes.c_double),
+        ("t_done", ctypes.c_double),
+    ]
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """What a wait returned: round ``round`` of kind ``kind`` ("sync", "async", "group" or "average").
+
+    ``contributors``: ranks that contributed anything (within the group for wagma group rounds); ``fresh``: this
+    rank's own contribution of this call is in it; ``gradients``: gradients (wagma: models) summed; ``mask``: a
+    bool per rank, True where it contributed; ``group``: the wagma butterfly phase, -1 when all ranks took part;
+    ``initiator``: the rank whose post activated the round (sync rounds: the last to post).
+    """
+
+    round: int
+    kind: str
+    contributors: int
+    fresh: bool
+    gradients: int
+    mask: tuple[bool, ...]
+    group: int
+    initiator: int
+
+
+_LIB: ctypes.CDLL | None = None
+
+
+def _library() -> ctypes.CDLL:
+    global _LIB
+    if _LIB is None:
+        from realrun.build import build
+
+        lib = ctypes.CDLL(str(build()))
+        p = ctypes.c_void_p
+        lib.pcoll_create.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(_Options), ctypes.POINTER(p)]
+        lib.pcoll_post.argtypes = [p, p]
+        lib.pcoll_wait.argtypes = [p, p, ctypes.POINTER(_Round), ctypes.POINTER(ctypes.c_int), p]
+        lib.pcoll_num_rounds.argtypes = [p]
+        lib.pcoll_num_rounds.restype = ctypes.c_size_t
+        lib.pcoll_get_rounds.argtypes = [p, ctypes.c_size_t, ctypes.c_size_t, p]
+        lib.pcoll_close.argtypes = [p]
+        lib.pcoll_abort.argtypes = [p]
+        lib.pcoll_strerror.restype = ctypes.c_char_p
+        lib.pcoll_last_error.argtypes = [p]
+        lib.pcoll_last_error.restype = ctypes.c_char_p
+        _LIB = lib
+    return _LIB
+
+
+def _choice(name: str, value: Any, allowed: dict[str, int]) -> int:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+    return allowed[value]
+
+
+def _integer(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an integer >= {minimum}")
+    return int(value)
+
+
+class Collective:
+    """A sequence of partial-collective rounds over ``comm`` (collective: every rank creates and closes it).
+
+    Parameters
+    ----------
+    kind : "sync" | "eager-solo" | "eager-majority" | "wagma"
+    count : int
+        Elements (float32) of every contribution and result.
+    comm : mpi4py communicator (duplicated inside; MPI must run with MPI_THREAD_MULTIPLE)
+    sync_period : int
+        k > 0: round n is synchronous iff n % k == k - 1; 0: never.
+    late : "accumulate" | "drop"
+        Eager kinds: a gradient that misses its round goes into the next one, or is discarded.
+    divide_by : "workers" | "contributors"
+        Eager kinds: the result is the sum over P, or over the number of gradients summed.
+    seed : int
+        eager-majority: seed of the initiator draw (the same on every rank).
+    group_size : int
+        wagma: butterfly group size.
+    ring_min_bytes : int
+        Reductions of at least this many bytes use the ring allreduce, smaller ones recursive doubling (0: 64 KiB).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        count: int,
+        comm: Any,
+        sync_period: int = 0,
+        late: str = "accumulate",
+        divide_by: str = "workers",
+        seed: int = 0,
+        group_size: int = 2,
+        ring_min_bytes: int = 0,
+    ) -> None:
+        options = _Options(
+            kind=_choice("kind", kind, KINDS),
+            late=_choice("late", late, LATE),
+            divide_by=_choice("divide_by", divide_by, DIVIDE_BY),
+            group_size=_integer("group_size", group_size, 1),
+            sync_period=_integer("sync_period", sync_period, 0),
+            seed=_integer("seed", seed, 0) % 2**64,
+            ring_min_bytes=_integer("ring_min_bytes", ring_min_bytes, 0),
+        )
+        self.kind = kind
+        self.count = _integer("count", count, 1)
+        if not hasattr(comm, "py2f"):
+            raise TypeError(f"comm must be an mpi4py communicator, not {type(comm).__name__}")
+        from mpi4py import MPI
+
+        if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+            raise UserError("the native core needs MPI initialised with MPI_THREAD_MULTIPLE")
+        self.size = comm.Get_size()
+        self._lib = _library()
+        handle = ctypes.c_void_p()
+        self._check(self._lib.pcoll_create(comm.py2f(), self.count, ctypes.byref(options), ctypes.byref(handle)))
+        self._handle: ctypes.c_void_p | None = handle
+        self._posted = False
+        # Stop the progress thread before MPI finalises if the owner never closes (no collective at exit).
+        self._finalizer = weakref.finalize(self, self._lib.pcoll_abort, handle)
+
+    def _check(self, status: int, handle: ctypes.c_void_p | None = None) -> None:
+        if status == 0:
+            return
+        detail = self._lib.pcoll_last_error(handle).decode() if handle else ""
+        message = self._lib.pcoll_strerror(status).decode() + (f" ({detail})" if detail else "")
+        raise ValueError(message) if status == 1 else RuntimeError(message)
+
+    def _live(self) -> ctypes.c_void_p:
+        if self._handle is None:
+            raise RuntimeError("the collective is closed")
+        return self._handle
+
+    def post(self, x: np.ndarray) -> None:
+        """Post this rank's contribution of the next call (copied in)."""
+        handle = self._live()
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32:
+            raise TypeError(f"post needs a float32 numpy array, not {getattr(x, 'dtype', type(x).__name__)}")
+        if x.shape != (self.count,):
+            raise ValueError(f"post needs shape ({self.count},), not {x.shape}")
+        if self._posted:
+            raise RuntimeError("post: the previous call was not waited for")
+        x = np.ascontiguousarray(x)
+        self._check(self._lib.pcoll_post(handle, x.ctypes.data), handle)
+        self._posted = True
+
+    def wait(self) -> tuple[np.ndarray, RoundInfo]:
+        """Block until the round of the posted call completes; its result (float32, ``count``) and RoundInfo."""
+        handle = self._live()
+        if not self._posted:
+            raise RuntimeError("wait: no call was posted")
+        out = np.empty(self.count, dtype=np.float32)
+        mask = np.zeros(self.size, dtype=np.uint8)
+        record, fresh = _Round(), ctypes.c_int()
+        self._check(
+            self._lib.pcoll_wait(handle, out.ctypes.data, ctypes.byref(record), ctypes.byref(fresh), mask.ctypes.data),
+            handle,
+        )
+        self._posted = False
+        info = RoundInfo(
+            round=record.round,
+            kind=ROUND_KINDS[record.kind],
+            contributors=record.contributors,
+            fresh=bool(fresh.value),
+            gradients=record.gradients,
+            mask=tuple(bool(b) for b in mask),
+            group=record.group,
+            initiator=record.initiator,
+        )
+        return out, info
+
+    def rounds(self) -> pd.DataFrame:
+        """The rounds this rank completed so far: the ``rounds`` table of DESIGN §3."""
+        handle = self._live()
+        n = self._lib.pcoll_num_rounds(handle)
+        records = (_Round * n)()
+        self._check(self._lib.pcoll_get_rounds(handle, 0, n, records), handle)
+        return pd.DataFrame(
+            {
+                "round": np.array([r.round for r in records], dtype=np.int64),
+                "kind": [ROUND_KINDS[r.kind] for r in records],
+                "initiator": np.array([r.initiator for r in records], dtype=np.int64),
+                "t_trigger": np.array([r.t_trigger for r in records], dtype=np.float64),
+                "t_done": np.array([r.t_done for r in records], dtype=np.float64),
+                "contributors": np.array([r.contributors for r in records], dtype=np.int64),
+                "fresh": np.array([r.fresh for r in records], dtype=np.int64),
+                "group": np.array([r.group for r in records], dtype=np.int64),
+            },
+            columns=ROUND_COLUMNS,
+        )
+
+    def close(self) -> None:
+        """Collective: complete every round any rank started, then free the handle (idempotent)."""
+        if self._handle is None:
+            return
+        handle, self._handle = self._handle, None
+        self._finalizer.detach()
+        self._check(self._lib.pcoll_close(handle))
+
+    def __enter__(self) -> Collective:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._handle is not None:
+            # Another rank may never reach close: stop locally and let the job abort instead of hanging.
+            self._finalizer()
+            self._handle = None

@@ -1,0 +1,1 @@
+"""Subcommands of ``stragglerlab`` implemented by the real-run plane."""

@@ -1,0 +1,55 @@
+"""Spawner for the native-core tests: build the library once (with -Werror), run worker scripts under mpiexec.
+
+Every spawned job has a timeout, so a deadlock fails its test instead of hanging the suite. The tests are
+skipped only when mpiexec or an MPI C compiler is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _mpiexec() -> str | None:
+    beside_python = str(Path(sys.executable).parent)
+    return os.environ.get("MPIEXEC") or shutil.which("mpiexec") or shutil.which("mpiexec", path=beside_python)
+
+
+@pytest.fixture(scope="session")
+def native_library() -> Path:
+    """Path of the library, compiled with -Werror (so a warning fails the suite)."""
+    from analysis.errors import UserError
+    from realrun.build import build, find_mpicc
+
+    if _mpiexec() is None:
+        pytest.skip("no mpiexec")
+    try:
+        find_mpicc()
+    except UserError as err:
+        pytest.skip(str(err))
+    return build(werror=True)
+
+
+@pytest.fixture
+def mpirun(native_library: Path):
+    """Run tests/native/<script> on P ranks; returns the completed process, fails on timeout or non-zero exit."""
+
+    def run(ranks: int, script: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(HERE / script), *args]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+        except subprocess.TimeoutExpired as err:
+            pytest.fail(f"mpiexec -n {ranks} {script} {' '.join(args)} did not finish in {timeout} s: {err.stderr}")
+        assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done
+
+    return run

@@ -1,0 +1,54 @@
+"""Misuse of a Collective, spawned by test_misuse.py under ``mpiexec``: every mistake must raise, none hang.
+
+Exits 0 when each expected exception was raised (and the handle stayed usable afterwards); an AssertionError
+otherwise.
+"""
+
+import numpy as np
+from mpi4py import MPI
+
+from realrun.collectives import Collective
+
+
+def raises(kind: type[Exception], call, *args, **kwargs) -> None:
+    try:
+        call(*args, **kwargs)
+    except kind:
+        return
+    raise AssertionError(f"{call.__name__}{args} did not raise {kind.__name__}")
+
+
+def main() -> None:
+    comm = MPI.COMM_WORLD
+    good = np.ones(4, dtype=np.float32)
+    raises(ValueError, Collective, "eager-bogus", count=4, comm=comm)
+    raises(TypeError, Collective, "eager-solo", count=4, comm=comm, sync_perod=3)
+    raises(ValueError, Collective, "eager-solo", count=4, comm=comm, late="later")
+    raises(ValueError, Collective, "eager-solo", count=4, comm=comm, divide_by="all")
+    raises(ValueError, Collective, "eager-solo", count=0, comm=comm)
+    raises(ValueError, Collective, "eager-solo", count=4, comm=comm, sync_period=-1)
+    raises(ValueError, Collective, "wagma", count=4, comm=comm, group_size=0)
+    raises(ValueError, Collective, "eager-majority", count=4, comm=comm, seed=-2)
+    raises(TypeError, Collective, "eager-solo", count=4, comm="world")
+    for kind in ("sync", "eager-solo", "eager-majority", "wagma"):
+        coll = Collective(kind, count=4, comm=comm, sync_period=2)
+        raises(RuntimeError, coll.wait)
+        raises(TypeError, coll.post, np.ones(4, dtype=np.float64))
+        raises(TypeError, coll.post, [1.0, 2.0, 3.0, 4.0])
+        raises(ValueError, coll.post, np.ones(5, dtype=np.float32))
+        raises(ValueError, coll.post, np.ones((2, 2), dtype=np.float32))
+        coll.post(good)
+        raises(RuntimeError, coll.post, good)
+        out, info = coll.wait()
+        assert info.round == 0, info
+        raises(RuntimeError, coll.wait)
+        coll.close()
+        coll.close()
+        raises(RuntimeError, coll.post, good)
+        raises(RuntimeError, coll.wait)
+        raises(RuntimeError, coll.rounds)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""One rank of a probe run (DESIGN §4), spawned by test_probe.py under ``mpiexec -n P``.
+
+Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n + 1 and slot P + r = 1, so each
+result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between
+post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned
+(and its rounds table) to DIR/rank<r>.npz for the checks in the test process.
+"""
+
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from realrun.collectives import ROUND_COLUMNS, Collective
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--kind", default="eager-solo")
+    parser.add_argument("--rounds", type=int, default=1000)
+    parser.add_argument("--sync-period", type=int, default=0)
+    parser.add_argument("--late", default="accumulate")
+    parser.add_argument("--divide-by", default="workers")
+    parser.add_argument("--group-size", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ring-min-bytes", type=int, default=0)
+    parser.add_argument("--max-delay", type=float, default=0.001, help="seconds; uniform random sleep per call")
+    parser.add_argument("--straggler-delay", type=float, default=0.0, help="rank 0 sleeps this before each post")
+    args = parser.parse_args()
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng([args.seed, rank])
+    n_calls = args.rounds
+    fields = {name: np.zeros(n_calls, dtype=np.int64) for name in ("round", "contributors", "fresh", "gradients")}
+    fields["group"] = np.zeros(n_calls, dtype=np.int64)
+    kinds, outs = [], np.zeros((n_calls, 2 * size), dtype=np.float32)
+    masks = np.zeros((n_calls, size), dtype=bool)
+    waits = np.zeros(n_calls)
+    with Collective(
+        args.kind,
+        count=2 * size,
+        comm=comm,
+        sync_period=args.sync_period,
+        late=args.late,
+        divide_by=args.divide_by,
+        seed=args.seed,
+        group_size=args.group_size,
+        ring_min_bytes=args.ring_min_bytes,
+    ) as coll:
+        for n in range(n_calls):
+            if args.straggler_delay and rank == 0:
+                time.sleep(args.straggler_delay)
+            elif args.max_delay:
+                # Now and then a long pause, so that a rank falls several rounds behind.
+                scale = 8.0 if rng.random() < 0.03 else 1.0
+                time.sleep(rng.uniform(0.0, args.max_delay * scale))
+            x = np.zeros(2 * size, dtype=np.float32)
+            x[rank] = n + 1
+            x[size + rank] = 1
+            coll.post(x)
+            if args.max_delay and rng.random() < 0.2:
+                time.sleep(rng.uniform(0.0, args.max_delay))
+            t = time.perf_counter()
+            out, info = coll.wait()
+            waits[n] = time.perf_counter() - t
+            outs[n] = out
+            for name in fields:
+                fields[name][n] = getattr(info, name)
+            kinds.append(info.kind)
+            masks[n] = info.mask
+        table = coll.rounds()
+    np.savez(
+        f"{args.out}/rank{rank}.npz",
+        out=outs,
+        kind=np.array(kinds),
+        mask=masks,
+        wait=waits,
+        **fields,
+        **{f"rounds_{c}": np.asarray(table[c].tolist()) for c in ROUND_COLUMNS},
+    )
+
+
+if __name__ == "__main__":
+    main()
