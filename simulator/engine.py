@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+import numpy as np
 import simpy
 from simpy.events import NORMAL
 
@@ -80,7 +81,8 @@ class Engine:
         self.sink = sink
         self.progress = progress
         self.compute = ComputeTimes(scenario)
-        self._block_start, self._block = 0, self.compute.block(0, min(_BLOCK, self.iterations))
+        self._blocks: dict[int, np.ndarray] = {}  # compute times by block of _BLOCK iterations
+        self._iteration = [0] * self.workers  # the iteration each worker is on
         self._posted: list[Call] = []
         self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
         self.applied = [0] * self.workers  # rounds each worker has applied to its model
@@ -97,14 +99,21 @@ class Engine:
         self.env.run()
 
     def compute_time(self, n: int, i: int) -> float:
-        if not self._block_start <= n < self._block_start + len(self._block):
-            self._block_start = n - n % _BLOCK
-            self._block = self.compute.block(self._block_start, min(self._block_start + _BLOCK, self.iterations))
-        return float(self._block[n - self._block_start, i])
+        """Worker ``i``'s compute time at iteration ``n``, drawn a block of iterations at a time; a block is
+        dropped once every worker has gone past it."""
+        b = n // _BLOCK
+        block = self._blocks.get(b)
+        if block is None:
+            oldest = min(self._iteration) // _BLOCK
+            for old in [k for k in self._blocks if k < oldest]:
+                del self._blocks[old]
+            block = self._blocks[b] = self.compute.block(b * _BLOCK, min((b + 1) * _BLOCK, self.iterations))
+        return float(block[n - b * _BLOCK, i])
 
     def _worker(self, i: int):
         env = self.env
         for n in range(self.iterations):
+            self._iteration[i] = n
             call = Call(i, n, env.now, self.applied[i])
             self._open[i].append(call)
             yield env.timeout(self.compute_time(n, i))
