@@ -18,6 +18,8 @@ from stragglerlab import __version__
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("simulator.commands.simulate", "simulate a scenario and write its run folder(s)"),
     "examples": ("simulator.commands.examples", "list the example scenarios shipped with the package"),
+    "sweep": ("simulator.commands.sweep", "simulate the cross product of scenario keys, in parallel, resumably"),
+    "plot": ("analysis.commands.plot", "paper-style figures from run folders"),
     "build-native": ("realrun.commands.build_native", "compile the native partial-collective library"),
 }
 
