@@ -86,7 +86,6 @@ class Engine:
         self._posted: list[Call] = []
         self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
         self.applied = [0] * self.workers  # rounds each worker has applied to its model
-        self.finished = 0  # workers that ran all their iterations
         self.algorithm = make(scenario, self)
 
     @property
@@ -124,7 +123,6 @@ class Engine:
             self._posted.append(call)
             yield call.done
             self._emit(i)
-        self.finished += 1
         for call in self._open[i]:
             call.final = True
         self._emit(i)

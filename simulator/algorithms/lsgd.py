@@ -5,8 +5,8 @@ exchange: each worker is pulled toward the best worker of its node) or of P·glo
 toward the best worker overall), every worker joins one blocking exchange after its current iteration, as the
 released code's counting server does. The exchange starts when the last worker joins: an allgather of the workers'
 running-mean losses, then a broadcast of each node leader's model inside its node, and of the global leader's model
-to everyone in a global exchange. A blocking exchange needs every worker, so none is triggered once a worker has
-run all its iterations.
+to everyone in a global exchange. A blocking exchange needs every worker, so none is triggered once some worker
+has posted its last iteration (before the post that would trigger it, in the engine's order).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class Lsgd:
         self.t_local = net.allgather(self.P, LOSS_BYTES) + net.broadcast(node, n)
         self.t_global = self.t_local + net.broadcast(self.P, n)
         self.count = 0
+        self.last = scenario.iterations - 1
+        self.ending = 0  # workers that have posted their last iteration
         self.rounds = 0
         self.exchange: dict | None = None  # the exchange being joined
         self.joined: list[Call] = []
@@ -41,10 +43,11 @@ class Lsgd:
         self.count += 1
         self.open[call.worker].append(call)
         ex = self.exchange
-        if ex is None and self.engine.finished == 0 and (self.count % self.local_every == 0
-                                                         or self.count % self.global_every == 0):
+        if ex is None and self.ending == 0 and (self.count % self.local_every == 0
+                                                or self.count % self.global_every == 0):
             ex = self.exchange = {"initiator": call.worker, "t_trigger": self.engine.now,
                                   "global": self.count % self.global_every == 0}
+        self.ending += call.iteration == self.last
         if ex is None:
             self.engine.release(call, applied=False)
             return

@@ -197,10 +197,9 @@ def test_lsgd_exchanges_when_the_total_count_crosses_a_multiple():
         position = count[(posts.worker == r.initiator) & (posts.t_post == r.t_trigger)][0]
         assert (position % (8 * 12) == 0) == (r.group == -1)
         assert r.kind == "leader" and r.contributors == 8
-    # every multiple crossed before the first worker finished triggered one exchange, in order
-    first_done = it.groupby("worker").t_done.max().min()
-    crossings = posts.t_post[(count % 32 == 0)]
-    assert len(rounds) == (crossings < first_done).sum()
+    # every multiple crossed before some worker posted its last iteration triggered one exchange, in order
+    first_last = np.flatnonzero(posts.iteration == 199)[0]
+    assert len(rounds) == (count[: first_last + 1] % 32 == 0).sum()
     # between exchanges nobody waits; at one, everyone joins after its current iteration
     waiting = it[it.wait > 0]
     assert waiting.groupby("round").worker.nunique().eq(8).all()
@@ -227,3 +226,18 @@ def test_eager_balanced_is_the_sync_schedule(name):
     it_e, rounds = run_tables(scenario(**{"algorithm.name": name, **keys}))
     assert np.array_equal(it_e["round"], it_s["round"]) and it_e.fresh.all()
     assert (rounds.fresh == 8).all()
+
+
+@pytest.mark.parametrize("name", ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"])
+@pytest.mark.parametrize("keys", [{}, IMBALANCED, {"cluster.workers": 1, "algorithm.group_size": 1},
+                                  {"network.alpha": 0.0, "network.beta": 0.0}],
+                         ids=["balanced", "imbalanced", "one-worker", "free-network"])
+def test_every_worker_runs_every_iteration(name, keys):
+    s = scenario(iterations=64, **{"algorithm.name": name, "algorithm.group_size": 2, "algorithm.period": 4,
+                                   "algorithm.global_period": 8, "algorithm.sync_period": 5, **keys})
+    it, rounds = run_tables(s)
+    assert len(it) == s.workers * 64
+    assert (it.groupby("worker").iteration.apply(list) == [list(range(64))] * s.workers).all()
+    assert (it.t_start.to_numpy()[1:][it.iteration.to_numpy()[1:] > 0]
+            == it.t_done.to_numpy()[:-1][it.iteration.to_numpy()[1:] > 0]).all()
+    assert list(rounds["round"]) == list(range(len(rounds)))
