@@ -21,6 +21,7 @@ ALGORITHMS = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sg
 ALLREDUCE = ("ring", "recursive-doubling", "rabenseifner", "tree")
 DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
 IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
+BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
 
 
 class ScenarioError(UserError):
@@ -52,6 +53,12 @@ NONNEG = _number(lambda v: v >= 0, "a number >= 0")
 POSITIVE = _number(lambda v: v > 0, "a number > 0")
 FRACTION = _number(lambda v: 0 <= v <= 1, "a number between 0 and 1")
 ANY_STR = Check(str, lambda v: bool(v), "a non-empty string")
+BOOL = Check(bool, lambda v: True, "true or false")
+MODEL = Check(str, lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
+              "none, " + ", ".join(BUILTIN_MODELS) + " or a torch workload module:function")
+HIDDEN = Check(list, lambda v: 1 <= len(v) <= 2 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0
+                                                         for x in v),
+               "a list of 1 or 2 positive layer widths", tuple)
 
 
 def _one_of(choices: tuple[str, ...]) -> Check:
@@ -103,12 +110,18 @@ class Compute:
 
 @dataclass(frozen=True)
 class Workload:
-    model: str = _key("none", ANY_STR)
+    model: str = _key("none", MODEL)
     params: int = _key(25_557_032, POSITIVE_INT)
     batch: int = _key(128, POSITIVE_INT)
     device: str = _key("cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"),
                                     "cpu, cuda or cuda:N"))
     compute: Compute = field(default_factory=Compute)
+    dimension: int = _key(100, POSITIVE_INT)  # hyperplane: parameters; logistic, mlp: input features
+    noise: float = _key(0.5, NONNEG)
+    samples: int = _key(32_768, POSITIVE_INT)  # train + test
+    classes: int = _key(10, Check(int, lambda v: v >= 2, "an integer >= 2"))
+    hidden: tuple[int, ...] = _key((64,), HIDDEN)  # mlp
+    test_fraction: float = _key(0.2, _number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,14 @@ class Algorithm:
     global_pull: float = _key(0.1, FRACTION)
     lr: float = _key(0.05, NONNEG)
     momentum: float = _key(0.0, Check((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"))
+    weight_decay: float = _key(0.0, NONNEG)
+
+
+@dataclass(frozen=True)
+class Evals:
+    every_seconds: float = _key(0.0, NONNEG)  # simulated seconds between evaluations; 0: off
+    every_iterations: int = _key(10, NONNEG_INT)  # rounds (iterations per worker) between evaluations; 0: off
+    replicas: bool = _key(False, BOOL)  # also evaluate each replica
 
 
 @dataclass(frozen=True)
@@ -149,6 +170,7 @@ class Scenario:
     workload: Workload = field(default_factory=Workload)
     imbalance: Imbalance = field(default_factory=Imbalance)
     algorithm: Algorithm = field(default_factory=Algorithm)
+    evals: Evals = field(default_factory=Evals)
 
     @property
     def workers(self) -> int:
@@ -197,7 +219,8 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> 
             values[name] = _build(_SECTIONS[name], value, key + ".", origins)
             continue
         check: Check = f.metadata["check"]
-        if isinstance(value, bool) or not isinstance(value, check.kind) or not check.ok(value):
+        if (isinstance(value, bool) and check.kind is not bool) or not isinstance(value, check.kind) \
+                or not check.ok(value):
             raise origins.fail(key, value, check.allowed)
         value = check.convert(value)
         if check.path:
@@ -207,7 +230,8 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> 
 
 
 _SECTIONS: dict[str, type] = {"cluster": Cluster, "network": Network, "workload": Workload,
-                              "imbalance": Imbalance, "algorithm": Algorithm, "compute": Compute}
+                              "imbalance": Imbalance, "algorithm": Algorithm, "compute": Compute,
+                              "evals": Evals}
 
 
 def _assign(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
@@ -289,6 +313,11 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         raise origins.fail("workload.compute.cv", None, "given (or shape) for dist = gamma")
     if c.dist == "pareto" and (c.shape is None or c.shape <= 1):
         raise origins.fail("workload.compute.shape", c.shape, "a number > 1 for dist = pareto (finite mean)")
+    w = s.workload
+    train = w.samples - round(w.samples * w.test_fraction)
+    if w.model in BUILTIN_MODELS and train // P < w.batch:
+        raise origins.fail("workload.samples", w.samples, f"enough that, after the test split, each of the {P} "
+                           f"workers gets a batch of {w.batch} train samples")
     im = s.imbalance
     if im.kind == "random-delay" and im.slow[1] > P:
         raise origins.fail("imbalance.slow", list(im.slow), f"a range within [0, cluster.workers = {P}]")
