@@ -1,7 +1,8 @@
 /*
  * activation.c: activation tokens. A rank whose post activates round n sends a token carrying the 64-bit id n
  * straight to every other rank (P - 1 small sends, so concurrent activators of one round need no forwarding and
- * merge trivially); every rank keeps one receive of tokens standing. A token for round m means every round < m
+ * merge trivially); every rank keeps a receive of tokens standing for each peer (a receive from MPI_ANY_SOURCE costs
+ * far more per poll in MPICH). A token for round m means every round < m
  * was activated too (the activator completed round m - 1, which some post of call m - 1 must have activated), so a
  * rank keeps only the watermark "rounds < activated are activated" and ignores duplicates below it. Sent and
  * received tokens are counted per peer so that close can drain the ones still in flight.
@@ -10,16 +11,21 @@
 
 #include <stdlib.h>
 
-static int post_token_receive(pcoll_t *c)
+static int post_token_receive(pcoll_t *c, int peer)
 {
-    PCOLL_MPI(c, MPI_Irecv(&c->token_in, 1, MPI_UINT64_T, MPI_ANY_SOURCE, PCOLL_TAG_TOKEN, c->comm,
-                           &c->token_req));
+    PCOLL_MPI(c, MPI_Irecv(&c->token_in[peer], 1, MPI_UINT64_T, peer, PCOLL_TAG_TOKEN, c->comm,
+                           &c->token_reqs[peer]));
     return PCOLL_OK;
 }
 
 int pcoll_tokens_init(pcoll_t *c)
 {
-    return c->size > 1 ? post_token_receive(c) : PCOLL_OK;
+    int rc = PCOLL_OK;
+    for (int peer = 0; peer < c->size && rc == PCOLL_OK; peer++) {
+        c->token_reqs[peer] = MPI_REQUEST_NULL;
+        if (peer != c->rank) rc = post_token_receive(c, peer);
+    }
+    return rc;
 }
 
 int pcoll_tokens_send(pcoll_t *c, uint64_t n)
@@ -66,20 +72,19 @@ static int reap_sent(pcoll_t *c)
 int pcoll_tokens_poll(pcoll_t *c, int *did)
 {
     if (c->size == 1) return PCOLL_OK;
-    for (;;) {
-        int flag = 0;
-        MPI_Status st;
-        PCOLL_MPI(c, MPI_Test(&c->token_req, &flag, &st));
-        if (!flag) break;
+    int ndone = 0;
+    PCOLL_MPI(c, MPI_Testsome(c->size, c->token_reqs, &ndone, c->token_done, MPI_STATUSES_IGNORE));
+    for (int i = 0; i < ndone && ndone != MPI_UNDEFINED; i++) {
+        int src = c->token_done[i];
         *did = 1;
-        c->tokens_received[st.MPI_SOURCE]++;
-        if (c->token_in >= c->activated) {
-            c->activated = c->token_in + 1;
-            c->hint_round = c->token_in + 1;
-            c->hint_src = st.MPI_SOURCE;
+        c->tokens_received[src]++;
+        if (c->token_in[src] >= c->activated) {
+            c->activated = c->token_in[src] + 1;
+            c->hint_round = c->token_in[src] + 1;
+            c->hint_src = src;
             c->hint_time = pcoll_now(c);
         }
-        int rc = post_token_receive(c);
+        int rc = post_token_receive(c, src);
         if (rc) return rc;
     }
     return c->token_out ? reap_sent(c) : PCOLL_OK;
@@ -105,8 +110,11 @@ int pcoll_tokens_drain(pcoll_t *c)
     free(expect);
     if (rc != MPI_SUCCESS) return pcoll_fail(c, PCOLL_ERR_MPI, "MPI_Ialltoall", rc);
     if (c->failed) return c->failed;
-    PCOLL_MPI(c, MPI_Cancel(&c->token_req));
-    PCOLL_MPI(c, MPI_Wait(&c->token_req, MPI_STATUS_IGNORE));
+    for (int peer = 0; peer < c->size; peer++) {
+        if (peer == c->rank) continue;
+        PCOLL_MPI(c, MPI_Cancel(&c->token_reqs[peer]));
+        PCOLL_MPI(c, MPI_Wait(&c->token_reqs[peer], MPI_STATUS_IGNORE));
+    }
     while (c->token_out) {
         struct pcoll_tokens *t = c->token_out;
         PCOLL_MPI(c, MPI_Waitall(t->n, t->reqs, MPI_STATUSES_IGNORE));

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { WAIT_SPINS = 2000, WAIT_SLEEP_CAP_NS = 100000 };
+/* pcoll_wait polls without pause for WAIT_SPIN_S, then yields the core between polls until WAIT_YIELD_S, then
+ * sleeps with a backoff capped at WAIT_SLEEP_CAP_NS (a straggler's round can take long). */
+#define WAIT_SPIN_S 50e-6
+#define WAIT_YIELD_S 2e-3
+enum { WAIT_SLEEP_CAP_NS = 100000 };
 
 void pcoll_options_default(pcoll_options *opt)
 {
@@ -49,6 +53,9 @@ static void free_context(pcoll_t *c)
     free(c->members);
     free(c->tokens_sent);
     free(c->tokens_received);
+    free(c->token_reqs);
+    free(c->token_in);
+    free(c->token_done);
     free(c);
 }
 
@@ -64,8 +71,11 @@ static int allocate(pcoll_t *c)
     c->members = malloc(p * sizeof *c->members);
     c->tokens_sent = calloc(p, sizeof *c->tokens_sent);
     c->tokens_received = calloc(p, sizeof *c->tokens_received);
+    c->token_reqs = malloc(p * sizeof *c->token_reqs);
+    c->token_in = malloc(p * sizeof *c->token_in);
+    c->token_done = malloc(p * sizeof *c->token_done);
     return c->app_buf && c->pending && c->work && c->scratch && c->model && c->steps && c->members &&
-           c->tokens_sent && c->tokens_received;
+           c->tokens_sent && c->tokens_received && c->token_reqs && c->token_in && c->token_done;
 }
 
 static int valid_options(const pcoll_options *o)
@@ -205,8 +215,9 @@ static void take_result(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, un
 int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned char *mask)
 {
     if (!c || !out) return PCOLL_ERR_ARG;
-    int rc = PCOLL_OK, spins = 0;
+    int rc = PCOLL_OK;
     long ns = 0;
+    double idle_since = MPI_Wtime();
     pthread_mutex_lock(&c->lock);
     if (c->posts != c->waits + 1) {
         snprintf(c->error, sizeof c->error, "wait: no call was posted");
@@ -219,19 +230,19 @@ int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned ch
         rc = pcoll_progress(c, &did);
         if (rc || c->results_count) break;
         pthread_mutex_unlock(&c->lock);
+        double idle = MPI_Wtime() - idle_since;
         if (did) {
-            spins = 0;
+            idle_since = MPI_Wtime();
             ns = 0;
-        } else if (++spins < WAIT_SPINS) {
-            sched_yield();
-        } else {
+        } else if (idle > WAIT_YIELD_S) {
             pcoll_backoff(&ns, WAIT_SLEEP_CAP_NS);
+        } else if (idle > WAIT_SPIN_S) {
+            sched_yield();
         }
         pthread_mutex_lock(&c->lock);
     }
     if (rc == PCOLL_OK) take_result(c, out, rec, fresh, mask);
     c->app_driving = 0;
-    pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }

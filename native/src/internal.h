@@ -121,8 +121,9 @@ struct pcoll {
     uint64_t closing_rounds;    /* during close: every round < this starts without activation */
     int closing;
 
-    MPI_Request token_req;      /* the standing receive of activation tokens */
-    uint64_t token_in;
+    MPI_Request *token_reqs;    /* a standing receive of activation tokens from each peer (size entries) */
+    uint64_t *token_in;
+    int *token_done;            /* scratch for MPI_Testsome */
     struct pcoll_tokens *token_out;
     uint64_t *tokens_sent, *tokens_received;  /* per peer, to drain in close */
 

@@ -2,8 +2,9 @@
  * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) polls
  * activation tokens, starts the next round when its trigger holds, advances its allreduce schedule and, when it
  * completes, records it and queues its result for pcoll_wait. The progress thread calls it only while the
- * application is not waiting, and backs off exponentially when nothing happens: up to 50 us while a round is in
- * flight, up to 1 ms when idle, sleeping in nanosleep (with a 1 ns timer slack on Linux), never spinning.
+ * application is not waiting, and backs off exponentially when nothing happens (from 1 us, doubling): up to 20 us
+ * while a round is in flight, up to 0.5 ms when idle or while the application drives, sleeping in nanosleep (with a
+ * 1 ns timer slack on Linux), never spinning and never woken on the critical path.
  */
 #include "internal.h"
 
@@ -14,7 +15,7 @@
 #include <sys/prctl.h>
 #endif
 
-enum { IDLE_CAP_NS = 1000000, ACTIVE_CAP_NS = 50000, FIRST_SLEEP_NS = 1000 };
+enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, FIRST_SLEEP_NS = 1000 };
 
 double pcoll_now(const pcoll_t *c)
 {
@@ -175,17 +176,19 @@ static void *progress_thread(void *arg)
 #endif
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {
-        if (c->app_driving) {
-            pthread_cond_wait(&c->cond, &c->lock);
-            ns = 0;
-            continue;
-        }
         int did = 0;
-        if (pcoll_progress(c, &did) != PCOLL_OK) {
-            pthread_cond_wait(&c->cond, &c->lock); /* failed: the application reports it; wait to be stopped */
+        long cap = IDLE_CAP_NS;
+        if (c->failed) {
+            pthread_cond_wait(&c->cond, &c->lock); /* the application reports it; wait to be stopped */
             continue;
         }
-        long cap = c->in_round ? ACTIVE_CAP_NS : IDLE_CAP_NS;
+        /* While the application waits it drives progress itself: keep out of its way (and off the cores). */
+        if (c->app_driving) {
+            ns = IDLE_CAP_NS;
+        } else {
+            pcoll_progress(c, &did);
+            if (c->in_round) cap = ACTIVE_CAP_NS;
+        }
         pthread_mutex_unlock(&c->lock);
         if (did)
             ns = 0;

@@ -45,11 +45,18 @@ def mpirun(native_library: Path):
     def run(ranks: int, script: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(HERE / script), *args]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-        except subprocess.TimeoutExpired as err:
-            pytest.fail(f"mpiexec -n {ranks} {script} {' '.join(args)} did not finish in {timeout} s: {err.stderr}")
-        assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-        return done
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # mpiexec forwards it and takes its ranks down; kill only if it does not
+            try:
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            pytest.fail(f"mpiexec -n {ranks} {script} {' '.join(args)} did not finish in {timeout} s (deadlock?)")
+        assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
+        return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
     return run
