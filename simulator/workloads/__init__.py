@@ -1,0 +1,24 @@
+"""Workloads of the convergence replay, chosen by ``workload.model``: ``hyperplane``, ``logistic``, ``mlp`` (numpy,
+built in) or ``module:function`` (a torch workload, :mod:`.torch_bridge`). The interface is in :mod:`.base`."""
+
+from __future__ import annotations
+
+from simulator.scenario import BUILTIN_MODELS, Scenario
+
+__all__ = ["BUILTIN_MODELS", "load"]
+
+
+def load(scenario: Scenario):
+    """The workload of ``scenario`` with its data made from the seed (``model`` must not be ``none``)."""
+    name = scenario.workload.model
+    if name == "hyperplane":
+        from simulator.workloads.hyperplane import Hyperplane
+
+        return Hyperplane(scenario)
+    if name in ("logistic", "mlp"):
+        from simulator.workloads.classifier import Classifier
+
+        return Classifier(scenario, scenario.workload.hidden if name == "mlp" else ())
+    from simulator.workloads.torch_bridge import TorchWorkload, load_task
+
+    return TorchWorkload(scenario, load_task(name, scenario.seed))

@@ -1,0 +1,112 @@
+"""Torch workloads by name: ``workload.model = "module:function"``, shared by the simulator and real runs.
+
+``function(seed)`` is the user's; it returns a :class:`TorchTask` (or any object with the same attributes): the
+``model`` (a ``torch.nn.Module``), the ``train`` and ``test`` datasets (indexable, each item ``(input, target)``)
+and optionally ``loss`` (default cross-entropy). Real runs train that model on that data; the simulator wraps it in
+:class:`TorchWorkload`, which has the interface of :mod:`simulator.workloads.base`: parameters are flattened with
+``parameters_to_vector`` (float64 in the replay), the train set is sharded by :class:`~.sharding.Shards`, and
+gradients are computed one replica at a time (torch is not vectorised over replicas here). Torch is imported only
+when such a workload is loaded; without it, loading is a one-line error.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.scenario import Scenario, ScenarioError
+from simulator.workloads.sharding import Shards
+
+EVAL_BATCH = 1024
+
+
+@dataclass
+class TorchTask:
+    """What a user's ``module:function`` returns."""
+
+    model: Any  # torch.nn.Module
+    train: Any  # dataset of (input, target)
+    test: Any
+    loss: Callable | None = None  # (outputs, targets) -> mean loss; None: cross-entropy
+
+
+def load_task(name: str, seed: int) -> TorchTask:
+    """Import ``module:function`` and call it with the seed; every failure is a one-line :class:`ScenarioError`."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ScenarioError(f"workload.model = \"{name}\": a torch workload needs torch, which is not installed") \
+            from None
+    module_name, _, function = name.partition(":")
+    try:
+        make = getattr(importlib.import_module(module_name), function)
+    except (ImportError, AttributeError) as err:
+        raise ScenarioError(f"workload.model = \"{name}\": cannot import it ({err})") from None
+    return make(seed)
+
+
+class TorchWorkload:
+    """A torch model and datasets behind the replay's workload interface."""
+
+    def __init__(self, scenario: Scenario, task: TorchTask):
+        import torch
+        from torch.nn.utils import parameters_to_vector
+
+        self.torch, self.task = torch, task
+        self.loss = task.loss or torch.nn.functional.cross_entropy
+        self.params = [p for p in task.model.parameters() if p.requires_grad]
+        self.dimension = sum(p.numel() for p in self.params)
+        self.w0 = parameters_to_vector(self.params).detach().double().numpy()
+        try:
+            self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
+        except ValueError as err:
+            raise ScenarioError(f"workload.model = \"{scenario.workload.model}\": {err}") from None
+
+    def initial(self) -> np.ndarray:
+        return self.w0.copy()
+
+    def batches(self, workers: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+        return self.shards.indices(workers, iterations)
+
+    def _load(self, w: np.ndarray) -> None:
+        from torch.nn.utils import vector_to_parameters
+
+        vector_to_parameters(self.torch.from_numpy(w).to(self.params[0].dtype), self.params)
+
+    def _batch(self, dataset: Any, indices) -> tuple[Any, Any]:
+        items = [dataset[int(i)] for i in indices]
+        return (self.torch.stack([self.torch.as_tensor(x) for x, _ in items]),
+                self.torch.as_tensor(np.array([t for _, t in items])))
+
+    def gradient(self, W: np.ndarray, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        grads, losses = np.empty_like(W), np.empty(len(W))
+        model = self.task.model
+        model.train()
+        for k in range(len(W)):
+            self._load(W[k])
+            model.zero_grad()
+            x, t = self._batch(self.task.train, batches[k])
+            loss = self.loss(model(x), t)
+            loss.backward()
+            grads[k] = np.concatenate([p.grad.detach().double().numpy().ravel() for p in self.params])
+            losses[k] = float(loss)
+        return grads, losses
+
+    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
+        torch, model, test = self.torch, self.task.model, self.task.test
+        self._load(w)
+        model.eval()
+        total, correct, classified, n = 0.0, 0, True, len(test)
+        with torch.no_grad():
+            for start in range(0, n, EVAL_BATCH):
+                x, t = self._batch(test, range(start, min(start + EVAL_BATCH, n)))
+                out = model(x)
+                total += float(self.loss(out, t)) * len(t)
+                classified = classified and out.ndim == 2 and out.shape[1] > 1
+                if classified:
+                    correct += int((out.argmax(dim=1) == t).sum())
+        return total / n, correct / n if classified else float("nan")
