@@ -24,13 +24,17 @@ class Summary:
     mean_staleness: float
     max_staleness: int
     fresh_fraction: float
+    final_loss: float = float("nan")  # of the trained model's last evaluation (NaN: timing only)
+    final_accuracy: float = float("nan")
+    time_to_target: float = float("nan")  # seconds to the target loss given to summarize (NaN: none or never)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def summarize(run: Run) -> Summary:
-    """Summary of a run; samples are worker-iterations times ``workload.batch``."""
+def summarize(run: Run, target_loss: float | None = None) -> Summary:
+    """Summary of a run; samples are worker-iterations times ``workload.batch``. Loss and accuracy are the last
+    evaluation's of :func:`model_evals`; ``time_to_target``: :func:`to_target`'s time for ``target_loss``."""
     scenario = run.meta["scenario"]
     it: pd.DataFrame = run.iterations
     carried = it["staleness"][it["round"] >= 0]
@@ -47,4 +51,62 @@ def summarize(run: Run) -> Summary:
         mean_staleness=float(carried.mean()) if len(carried) else float("nan"),
         max_staleness=int(carried.max()) if len(carried) else 0,
         fresh_fraction=float(np.mean(it["fresh"])) if len(it) else float("nan"),
+        **_convergence(run, target_loss),
     )
+
+
+def _convergence(run: Run, target_loss: float | None) -> dict[str, float]:
+    ev = model_evals(run)
+    if ev.empty:
+        return {}
+    return {"final_loss": float(ev["loss"].iloc[-1]), "final_accuracy": float(ev["accuracy"].iloc[-1]),
+            "time_to_target": to_target(run, target_loss)[0] if target_loss is not None else float("nan")}
+
+
+def iteration_times(run: Run) -> pd.Series:
+    """Each worker-iteration's wall time ``t_done - t_start`` (compute plus wait), in seconds."""
+    return run.iterations["t_done"] - run.iterations["t_start"]
+
+
+def wait_fraction(run: Run) -> float:
+    """The share of the workers' time spent waiting: ``Σ wait / Σ (t_done - t_start)`` over worker-iterations."""
+    busy = float(iteration_times(run).sum())
+    return float(run.iterations["wait"].sum()) / busy if busy > 0 else float("nan")
+
+
+def staleness_histogram(run: Run) -> pd.Series:
+    """Worker-iterations per staleness value (sorted); the value -1 counts contributions that no round carried."""
+    return run.iterations["staleness"].value_counts().sort_index().rename("count")
+
+
+def model_evals(run: Run) -> pd.DataFrame:
+    """The evaluations of the model a run trains: the averaged model's (worker -1) where the run has them, else the
+    mean over the workers' own evaluations at each iteration. Columns t, iteration, loss, accuracy, sorted by t."""
+    ev = run.evals
+    if (ev["worker"] == -1).any():
+        ev = ev[ev["worker"] == -1]
+    else:
+        ev = ev.groupby("iteration", as_index=False)[["t", "loss", "accuracy"]].mean()
+    return ev[["t", "iteration", "loss", "accuracy"]].sort_values(["t", "iteration"]).reset_index(drop=True)
+
+
+def to_target(run: Run, loss: float) -> tuple[float, float]:
+    """Time and iteration of the first evaluation (of :func:`model_evals`) with loss at or below ``loss``;
+    NaN, NaN if the run never gets there or has no evaluations."""
+    ev = model_evals(run)
+    reached = ev[ev["loss"] <= loss]
+    if reached.empty:
+        return float("nan"), float("nan")
+    return float(reached["t"].iloc[0]), float(reached["iteration"].iloc[0])
+
+
+def run_metrics(run: Run, target_loss: float | None = None) -> dict:
+    """Every per-run metric as one flat dict: the :class:`Summary` fields, ``wait_fraction``, ``p95_iteration``
+    and, given a target loss, ``time_to_loss`` and ``iterations_to_loss``."""
+    out = summarize(run).as_dict()
+    times = iteration_times(run)
+    out["wait_fraction"] = wait_fraction(run)
+    out["p95_iteration"] = float(times.quantile(0.95)) if len(times) else float("nan")
+    if target_loss is not None:
+        out["time_to_loss"], out["iterations_to_loss"] = to_target(run, target_loss)
+    return out

@@ -1,0 +1,1 @@
+"""The analysis plane's subcommands of ``stragglerlab``: each module has ``configure(parser)`` and ``run(args)``."""

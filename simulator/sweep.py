@@ -1,0 +1,194 @@
+"""Sweeps: the cross product of scenario keys and seeds, one run folder per cell, run in parallel and resumable.
+
+A cell is one scenario of the product; its folder ``DIR/<cell name>/`` is named from its grid values and seed
+(``algorithm-sync_workers-64_seed-0``: each grid key by its last dotted part, or the whole key when two grid keys
+share it; ``algorithm.name`` by ``algorithm``), so the same sweep always maps a cell to the same folder. A re-run
+skips the cells whose ``meta.json`` says finished for the same scenario and reruns the others (killed, failed or
+never started); a finished run of a *different* scenario in a cell's folder is an error rather than overwritten.
+
+Cells run in processes (``concurrent.futures``); under ``mpiexec -n N`` (detected from the launcher's environment,
+or forced with ``mpi=True``) the same cells run on MPI ranks instead, through mpi4py's ``MPICommExecutor``: rank 0
+hands out cells and the other N - 1 ranks simulate them. mpi4py is imported only then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from simulator.run import simulate
+from simulator.scenario import Scenario, ScenarioError, from_dict, parse_override, to_dict
+
+#: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
+MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One scenario of a sweep: its folder name, the grid values that make it, and the scenario itself."""
+
+    name: str
+    values: dict[str, Any]
+    scenario: Scenario
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``v1,v2,...`` at the commas outside brackets and quotes, so ``[1,2],[3,4]`` is two values."""
+    values, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            values.append(text[start:i])
+            start = i + 1
+    values.append(text[start:])
+    return [v.strip() for v in values]
+
+
+def parse_grid(items: list[str]) -> dict[str, list[Any]]:
+    """``["key=v1,v2", ...]`` -> ``{key: [v1, v2]}``, each value read as ``--set`` reads it (TOML, else a string)."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not text.strip():
+            raise ScenarioError(f"--grid {item}: expected key=v1,v2,..., e.g. --grid cluster.workers=64,256")
+        if key == "seed":
+            raise ScenarioError(f"--grid {item}: seeds come from --seeds")
+        if key in grid:
+            raise ScenarioError(f"--grid {key}: given twice")
+        grid[key] = [parse_override(f"{key}={v}")[1] for v in split_values(text)]
+    return grid
+
+
+def short_names(keys: list[str]) -> dict[str, str]:
+    """How each grid key appears in cell names: its last dotted part (the section for ``name``) where unique."""
+    def last(key: str) -> str:
+        parts = key.split(".")
+        return parts[-2] if parts[-1] == "name" and len(parts) > 1 else parts[-1]
+
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[last(key)] = counts.get(last(key), 0) + 1
+    return {key: last(key) if counts[last(key)] == 1 else key for key in keys}
+
+
+def _text(value: Any) -> str:
+    """A value as it appears in a cell name: lists joined by "-", and nothing but letters, digits, ".", "-", "+"."""
+    text = "-".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return re.sub(r"[^A-Za-z0-9.+-]", "", text.replace("/", "-")) or "empty"
+
+
+def cells(base: Scenario, grid: dict[str, list[Any]], seeds: int = 1) -> list[Cell]:
+    """The cross product of ``grid`` (in the order given, the last key varying fastest) and seeds
+    ``base.seed + k`` for k in 0 .. seeds-1; each cell validated like ``--set``."""
+    if seeds < 1:
+        raise ScenarioError(f"--seeds {seeds}: must be at least 1")
+    short = short_names(list(grid))
+    out, names = [], set()
+    for combo in itertools.product(*grid.values(), range(base.seed, base.seed + seeds)):
+        *chosen, seed = combo
+        values = dict(zip(grid, chosen, strict=True))
+        name = "_".join([*(f"{short[k]}-{_text(v)}" for k, v in values.items()), f"seed-{seed}"])
+        if name in names:
+            raise ScenarioError(f"--grid: two cells would share the folder {name}; give distinct values")
+        names.add(name)
+        out.append(Cell(name, values, base.replace(**values, seed=seed)))
+    return out
+
+
+def _as_stored(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as ``meta.json`` holds it (after a JSON round trip)."""
+    return json.loads(json.dumps(to_dict(scenario), default=str))
+
+
+def is_done(cell: Cell, folder: Path) -> bool:
+    """Whether ``folder`` holds a finished run of ``cell``'s scenario; a finished run of another is an error."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    if not meta.get("finished"):
+        return False
+    if meta.get("scenario") != _as_stored(cell.scenario):
+        raise ScenarioError(f"{folder}: holds a finished run of another scenario; sweep into a new folder "
+                            "(or delete that one)")
+    return True
+
+
+def run_cell(scenario: dict[str, Any], folder: str) -> str:
+    """Simulate one cell (in a worker process or rank: plain data in, the folder out)."""
+    simulate(from_dict(scenario), folder)
+    return folder
+
+
+def mpi_world_size() -> int:
+    """Ranks the launcher started, from its environment (1 when not under mpiexec or srun with PMI)."""
+    for variable in MPI_SIZE_VARIABLES:
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return 1
+
+
+@contextmanager
+def _mpi_executor() -> Iterator[Executor | None]:
+    """mpi4py's ``MPICommExecutor`` on the world: rank 0 gets the executor, every other rank serves cells until rank
+    0 is done and then gets None."""
+    from mpi4py import MPI
+    from mpi4py.futures import MPICommExecutor
+
+    with MPICommExecutor(MPI.COMM_WORLD, root=0) as pool:
+        yield pool
+
+
+def _submit_all(todo: list[Cell], out: Path, pool: Executor | None, done: Callable[[], None]) -> None:
+    """Simulate ``todo`` into ``out`` on ``pool`` (in this process when None), calling ``done`` after each cell."""
+    if pool is None:
+        for cell in todo:
+            run_cell(to_dict(cell.scenario), str(out / cell.name))
+            done()
+        return
+    futures = [pool.submit(run_cell, to_dict(c.scenario), str(out / c.name)) for c in todo]
+    for future in as_completed(futures):
+        future.result()
+        done()
+
+
+def sweep(all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False,
+          progress: bool = True) -> tuple[int, int] | None:
+    """Run the cells of ``all_cells`` not finished in ``out`` yet: in this process (``jobs`` = 1), in ``jobs``
+    processes, or on MPI ranks. Returns (cells skipped as finished, cells run), or None on an MPI rank other than 0,
+    which only served cells (it should then exit quietly)."""
+    out.mkdir(parents=True, exist_ok=True)
+
+    def on(pool: Executor | None) -> tuple[int, int]:
+        todo = [c for c in all_cells if not is_done(c, out / c.name)]
+        with tqdm(total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo,
+                  file=sys.stderr) as bar:
+            _submit_all(todo, out, pool, lambda: bar.update(1))
+        return len(all_cells) - len(todo), len(todo)
+
+    if mpi:
+        with _mpi_executor() as pool:
+            return None if pool is None else on(pool)
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            return on(pool)
+    return on(None)
