@@ -28,6 +28,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "default runs/<scenario name>")
     parser.add_argument("--compare", metavar="ALGO", choices=ALGORITHMS,
                         help="also run this algorithm on the same scenario and seed, and report the speedup over it")
+    parser.add_argument("--target-loss", type=float, metavar="X",
+                        help="with a model: report the simulated time until the test loss first reaches X")
 
 
 class _Progress:
@@ -49,16 +51,29 @@ class _Progress:
         self.bar.close()
 
 
-def _row(s: Summary, baseline: Summary | None) -> list[str]:
-    speedup = f"{s.samples_per_s / baseline.samples_per_s:.3f}x" if baseline else "-"
-    return [s.algorithm, f"{s.samples_per_s:,.1f}", f"{s.mean_iteration:.4f}", f"{s.mean_wait:.4f}",
-            f"{s.mean_staleness:.3f}", str(s.max_staleness), f"{100 * s.fresh_fraction:.1f}%", speedup]
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.3f}x" if value > 0 and base > 0 else "-"  # NaN compares false: "-"
+
+
+def _row(s: Summary, baseline: Summary | None, trained: bool) -> list[str]:
+    row = [s.algorithm, f"{s.samples_per_s:,.1f}", f"{s.mean_iteration:.4f}", f"{s.mean_wait:.4f}",
+           f"{s.mean_staleness:.3f}", str(s.max_staleness), f"{100 * s.fresh_fraction:.1f}%",
+           _ratio(s.samples_per_s, baseline.samples_per_s) if baseline else "-"]
+    if trained:
+        target = f"{s.time_to_target:.2f}" if s.time_to_target >= 0 else "-"
+        row += [f"{s.final_loss:.5g}", f"{s.final_accuracy:.4f}", target,
+                _ratio(baseline.time_to_target, s.time_to_target) if baseline else "-"]
+    return row
 
 
 def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
-    """The summary as an aligned text table; speedup is samples/s over the baseline's."""
+    """The summary as an aligned text table; speedup is samples/s over the baseline's. With a trained model it adds
+    the final test loss and accuracy, the simulated seconds to the target loss and that time's speedup."""
     head = ["algorithm", "samples/s", "iter [s]", "wait [s]", "stale mean", "stale max", "fresh", "speedup"]
-    rows = [head] + [_row(s, baseline) for s in summaries]
+    trained = any(s.final_loss == s.final_loss for s in summaries)  # not NaN
+    if trained:
+        head += ["loss", "accuracy", "to target [s]", "target speedup"]
+    rows = [head] + [_row(s, baseline, trained) for s in summaries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths,
                                                                                              strict=True)))
@@ -80,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             simulate(s, folder, progress)
         finally:
             progress.close()
-        summaries.append(summarize(load_run(folder)))
+        summaries.append(summarize(load_run(folder), args.target_loss))
     if not summaries[0].iterations:
         raise UserError("the run produced no iterations")
     baseline = summaries[-1] if len(summaries) > 1 else None
