@@ -1,0 +1,64 @@
+"""Workloads: gradients against finite differences, the sharding of the train set, evaluations, and the torch
+bridge's one-line errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.scenario import ScenarioError
+from simulator.workloads import load
+from simulator.workloads.sharding import Shards
+from tests.helpers import scenario
+
+SMALL = {"workload.dimension": 5, "workload.samples": 400, "workload.batch": 3, "workload.classes": 3,
+         "workload.hidden": [4, 3], "cluster.workers": 4}
+
+
+@pytest.mark.parametrize("model", ["hyperplane", "logistic", "mlp"])
+def test_gradient_matches_finite_differences(model):
+    wl = load(scenario(**SMALL, **{"workload.model": model}))
+    rng = np.random.default_rng(0)
+    W = wl.initial() + 0.3 * rng.standard_normal((2, wl.dimension))
+    batches = wl.batches(np.array([0, 3]), np.array([0, 7]))
+    G, loss = wl.gradient(W, batches)
+    assert G.shape == W.shape and loss.shape == (2,)
+    eps = 1e-6
+    for k in range(2):
+        for i in rng.choice(wl.dimension, min(6, wl.dimension), replace=False):
+            up, down = W[k:k + 1].copy(), W[k:k + 1].copy()
+            up[0, i] += eps
+            down[0, i] -= eps
+            numeric = (wl.gradient(up, batches[k:k + 1])[1][0] - wl.gradient(down, batches[k:k + 1])[1][0]) / (2 * eps)
+            assert G[k, i] == pytest.approx(numeric, rel=1e-4, abs=1e-7)
+
+
+def test_mlp_dimension_and_evaluation():
+    wl = load(scenario(**SMALL, **{"workload.model": "mlp"}))
+    assert wl.dimension == (5 + 1) * 4 + (4 + 1) * 3 + (3 + 1) * 3
+    loss, accuracy = wl.evaluate(wl.initial())
+    assert loss > 0 and 0 <= accuracy <= 1
+
+
+def test_each_epoch_gives_every_worker_disjoint_strided_batches():
+    shards = Shards(samples=100, workers=4, batch=5, seed=1)
+    assert shards.steps == 5
+    for epoch in range(2):
+        steps = np.arange(epoch * 5, epoch * 5 + 5)
+        idx = np.concatenate([shards.indices(np.full(5, j), steps).ravel() for j in range(4)])
+        assert sorted(idx) == list(range(100))
+        assert (shards.indices([2], [5 * epoch])[0] == shards.epoch(epoch)[2::4][:5]).all()
+    assert not (shards.indices([0], [0]) == shards.indices([0], [5])).all()  # reshuffled each epoch
+
+
+def test_too_few_samples_is_a_one_line_error():
+    with pytest.raises(ScenarioError, match="workload.samples = 100: .*8 workers"):
+        scenario(**{"workload.model": "hyperplane", "workload.samples": 100})
+
+
+def test_torch_workload_errors_are_one_line():
+    with pytest.raises(ScenarioError, match='workload.model = "nowhere_module:make"') as err:
+        load(scenario(**{"workload.model": "nowhere_module:make"}))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ScenarioError, match="must be none, hyperplane"):
+        scenario(**{"workload.model": "resnet"})
