@@ -1,0 +1,79 @@
+"""Metrics of hand-made run folders, whose answers are worked out by hand in the comments."""
+
+import math
+
+import pytest
+
+from analysis.collection import flatten, keys_table, load_runs, summary_table, tidy, varying_keys
+from analysis.metrics import model_evals, run_metrics, staleness_histogram, to_target, wait_fraction
+from analysis.runfolder import load_run
+from tests.analysis.handmade import write_run
+
+#: worker, iteration, t_start, t_post, t_done, compute, wait, round, model_version, staleness, fresh
+ROWS = [
+    (0, 0, 0.0, 1.0, 2.0, 1.0, 1.0, 0, 0, 0, True),
+    (0, 1, 2.0, 3.0, 4.0, 1.0, 1.0, 1, 1, 0, True),
+    (1, 0, 0.0, 2.0, 2.0, 2.0, 0.0, 0, 0, 0, True),
+    (1, 1, 2.0, 4.0, 4.0, 2.0, 0.0, 3, 1, 2, False),  # late: carried two rounds on
+    (2, 0, 0.0, 4.0, 4.0, 4.0, 0.0, -1, 0, -1, False),  # carried by no round
+]
+#: t, iteration, worker, loss, accuracy
+EVALS = [(0.5, 5, 0, 0.0, 1.0), (1.0, 10, -1, 1.0, 0.1), (2.0, 20, -1, 0.6, 0.5), (3.0, 30, -1, 0.4, 0.7),
+         (4.0, 40, -1, 0.2, 0.9)]
+
+
+@pytest.fixture
+def run(tmp_path):
+    return load_run(write_run(tmp_path / "run", ROWS, workers=3, batch=10, evals=EVALS))
+
+
+def test_throughput_iteration_time_and_fresh_fraction(run):
+    m = run_metrics(run)
+    assert m["samples_per_s"] == pytest.approx(5 * 10 / 4.0)  # 5 worker-iterations of 10 samples in 4 s
+    assert m["mean_iteration"] == pytest.approx((2 + 2 + 2 + 2 + 4) / 5)
+    assert m["fresh_fraction"] == pytest.approx(3 / 5)
+    assert m["makespan"] == 4.0 and m["iterations"] == 5
+
+
+def test_wait_fraction(run):
+    assert wait_fraction(run) == pytest.approx(2.0 / 12.0)  # waits 1 + 1 of 2 + 2 + 2 + 2 + 4 seconds
+
+
+def test_staleness_histogram_counts_every_value_and_uncarried_as_minus_one(run):
+    assert staleness_histogram(run).to_dict() == {-1: 1, 0: 3, 2: 1}
+    m = run_metrics(run)
+    assert m["mean_staleness"] == pytest.approx(2 / 4) and m["max_staleness"] == 2  # over the 4 carried ones
+
+
+def test_time_to_target_uses_the_averaged_model(run):
+    assert to_target(run, 0.5) == (3.0, 30.0)  # the worker-0 evaluation at loss 0 does not count
+    assert to_target(run, 1.0) == (1.0, 10.0)
+    assert all(math.isnan(v) for v in to_target(run, 0.1))
+    m = run_metrics(run, target_loss=0.5)
+    assert (m["time_to_loss"], m["iterations_to_loss"]) == (3.0, 30.0)
+
+
+def test_time_to_target_without_an_averaged_model_averages_the_workers(tmp_path):
+    evals = [(1.0, 10, 0, 1.0, 0.0), (1.2, 10, 1, 0.5, 0.0), (2.0, 20, 0, 0.4, 0.0), (2.0, 20, 1, 0.2, 0.0)]
+    run = load_run(write_run(tmp_path / "run", ROWS, workers=3, evals=evals))
+    assert model_evals(run)["loss"].tolist() == pytest.approx([0.75, 0.3])
+    assert to_target(run, 0.5) == (2.0, 20.0)
+
+
+def test_timing_only_run_has_no_target(tmp_path):
+    run = load_run(write_run(tmp_path / "run", ROWS, workers=3))
+    assert all(math.isnan(v) for v in to_target(run, 10.0))
+
+
+def test_tables_have_the_scenario_keys_as_columns(tmp_path):
+    write_run(tmp_path / "a", ROWS, workers=3, algorithm="sync")
+    write_run(tmp_path / "b", ROWS, workers=3, algorithm="eager-solo", source="real")
+    runs = load_runs([tmp_path])
+    keys = keys_table(runs)
+    assert {"run", "source", "finished", "algorithm.name", "cluster.workers", "workload.batch", "seed"} <= set(keys)
+    assert keys["source"].tolist() == ["sim", "real"] and varying_keys(keys) == ["algorithm.name"]
+    table = summary_table(runs)
+    assert table["worker_iterations"].tolist() == [5, 5] and table["iterations"].tolist() == [2, 2]
+    rows = tidy(runs, "iterations")
+    assert len(rows) == 10 and list(rows.columns[:3]) == ["run", "algorithm.name", "seed"]
+    assert flatten({"a": {"b": [1, 2], "c": 3}}) == {"a.b": (1, 2), "a.c": 3}
