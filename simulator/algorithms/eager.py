@@ -29,8 +29,12 @@ def initiator(seed: int, n: int, workers: int) -> int:
 class EagerSolo(RoundAlgorithm):
     """Solo allreduce: the first arrival activates the round."""
 
+    def __init__(self, scenario, engine):
+        super().__init__(scenario, engine)
+        self.late_rule = self.options.late
+
     def late(self, call: Call, target: int | None) -> None:
-        if self.options.late == "accumulate" and target is not None:
+        if self.late_rule == "accumulate" and target is not None:
             call.round = target
             self.round(target).add_pending(call.worker)
         else:
@@ -40,5 +44,5 @@ class EagerSolo(RoundAlgorithm):
 class EagerMajority(EagerSolo):
     """Majority allreduce: the seeded initiator's arrival activates the round (about half arrive before it)."""
 
-    def activates(self, call: Call, m: int) -> bool:
-        return call.worker == initiator(self.engine.scenario.seed, m, self.P)
+    def fixed_initiator(self, m: int) -> int:
+        return initiator(self.seed, m, self.P)

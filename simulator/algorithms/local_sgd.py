@@ -11,19 +11,19 @@ class LocalSgd(RoundAlgorithm):
 
     sync_kind = "average"
 
+    def __init__(self, scenario, engine):
+        super().__init__(scenario, engine)
+        self.stride = self.options.period
+
     def round_count(self, iterations: int) -> int:
         return iterations // self.options.period
-
-    def call_round(self, n: int) -> int | None:
-        period = self.options.period
-        return n // period if (n + 1) % period == 0 else None
 
     def synchronous(self, m: int) -> bool:
         return True
 
     def local_step(self, call: Call) -> None:
         """No wait; the step is carried by the coming average (none after the last full period)."""
-        m = call.iteration // self.options.period
+        m = call.iteration // self.stride
         call.round = m if m < self.total else -1
         call.fresh, call.final = m < self.total, True
         self.engine.release(call, applied=False)

@@ -50,11 +50,14 @@ class RoundAlgorithm:
 
     async_kind = "async"  # kind of a round that is not synchronous
     sync_kind = "sync"
+    late_rule = "accumulate"  # what a late contribution becomes: accumulate | drop | deposit (see ``late``)
 
     def __init__(self, scenario: Scenario, engine: Engine):
         self.engine = engine
         self.P = scenario.workers
         self.options = scenario.algorithm
+        self.seed = scenario.seed
+        self.stride = 1  # iterations per call: only every stride-th iteration calls the collective
         self.net = NetworkModel.of(scenario)
         self.nbytes = message_bytes(scenario)
         self.t_act = self.net.activation(self.P)
@@ -69,16 +72,20 @@ class RoundAlgorithm:
 
     def call_round(self, n: int) -> int | None:
         """The round iteration ``n`` posts to, or None when it does not call the collective."""
-        return n
+        return n // self.stride if (n + 1) % self.stride == 0 else None
 
     def synchronous(self, m: int) -> bool:
         """Every ``sync_period``-th round (m = k·sync_period − 1) waits for all P posts."""
         k = self.options.sync_period
         return k > 0 and m % k == k - 1
 
+    def fixed_initiator(self, m: int) -> int:
+        """The only worker whose post can trigger asynchronous round ``m``; -1: whoever posts first."""
+        return -1
+
     def activates(self, call: Call, m: int) -> bool:
         """Whether this post triggers round ``m`` (not synchronous, not yet triggered)."""
-        return True
+        return self.fixed_initiator(m) in (-1, call.worker)
 
     def exchange_time(self, m: int) -> float:
         return self.t_global

@@ -50,6 +50,7 @@ class Wagma(RoundAlgorithm):
 
     async_kind = "group"
     sync_kind = "average"
+    late_rule = "deposit"
 
     def __init__(self, scenario, engine):
         super().__init__(scenario, engine)

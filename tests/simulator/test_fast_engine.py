@@ -1,0 +1,132 @@
+"""The fast engine gives the reference engine's tables: times to 1e-9 relative, everything else exactly."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.runfolder import SCHEMAS
+from simulator.fast.engine import FastEngine
+from tests.helpers import run_tables, scenario
+
+
+def fast_tables(s, window=16):
+    iterations, rounds = [], []
+    FastEngine(s, iterations.append, rounds.append, window=window).run()
+    it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
+    r = (pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names] if rounds
+         else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names}))
+    return (it.sort_values(["worker", "iteration"]).reset_index(drop=True),
+            r.sort_values("round").reset_index(drop=True))
+
+
+def assert_same_tables(s, window=16):
+    a, ra = run_tables(s)
+    b, rb = fast_tables(s, window)
+    for ref, fast in ((a, b), (ra, rb)):
+        assert len(ref) == len(fast)
+        for column in ref.columns:
+            x, y = ref[column].to_numpy(), fast[column].to_numpy()
+            if x.dtype.kind == "f":
+                np.testing.assert_allclose(y, x, rtol=1e-9, atol=1e-12, err_msg=column)
+            else:
+                assert (x == y).all(), column
+
+
+ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
+
+compute_models = st.one_of(
+    st.fixed_dictionaries({"dist": st.just("constant"), "mean": st.floats(0.01, 1.0)}),
+    st.fixed_dictionaries({"dist": st.sampled_from(["lognormal", "gamma"]), "mean": st.floats(0.01, 1.0),
+                           "cv": st.floats(0.05, 2.0)}),
+    st.fixed_dictionaries({"dist": st.just("pareto"), "mean": st.floats(0.01, 1.0), "shape": st.floats(1.1, 4.0)}),
+)
+
+
+@st.composite
+def scenarios(draw):
+    workers = draw(st.integers(1, 12))
+    keys = {
+        "seed": draw(st.integers(0, 2**32)),
+        "iterations": draw(st.integers(1, 60)),
+        "cluster.workers": workers,
+        "cluster.workers_per_node": draw(st.integers(1, workers)),
+        "network.alpha": draw(st.sampled_from([0.0, 1e-6, 1e-3])),
+        "network.beta": draw(st.sampled_from([0.0, 1e-10, 1e-8])),
+        "network.allreduce": draw(st.sampled_from(["ring", "recursive-doubling", "rabenseifner", "tree"])),
+        "workload.params": draw(st.integers(1, 10**7)),
+        "workload.compute": draw(compute_models),
+        "algorithm.name": draw(st.sampled_from(ALGORITHMS)),
+        "algorithm.sync_period": draw(st.integers(0, 9)),
+        "algorithm.late": draw(st.sampled_from(["accumulate", "drop"])),
+        "algorithm.group_size": draw(st.integers(1, workers)),
+        "algorithm.period": draw(st.integers(1, 8)),
+        "algorithm.global_period": draw(st.integers(1, 16)),
+    }
+    imbalance = draw(st.sampled_from(["none", "random-delay", "persistent"]))
+    keys["imbalance.kind"] = imbalance
+    if imbalance == "random-delay":
+        lo = draw(st.integers(0, workers))
+        keys["imbalance.slow"] = [lo, draw(st.integers(lo, workers))]
+        keys["imbalance.delay"] = draw(st.floats(0.0, 3.0))
+    elif imbalance == "persistent":
+        keys["imbalance.factors"] = {str(draw(st.integers(0, workers - 1))): draw(st.floats(0.2, 10.0))}
+    return scenario(**keys)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from([4, 16, 64]))
+def test_fast_equals_reference_on_random_scenarios(s, window):
+    assert_same_tables(s, window)
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+@pytest.mark.parametrize("late", ["accumulate", "drop"])
+@pytest.mark.parametrize("sync_period", [0, 1, 5])
+def test_fast_equals_reference_for_every_option(name, late, sync_period):
+    s = scenario(iterations=80, **{"algorithm.name": name, "algorithm.late": late,
+                                   "algorithm.sync_period": sync_period, "algorithm.group_size": 3,
+                                   "algorithm.period": 4, "algorithm.global_period": 12,
+                                   "cluster.workers": 9, "cluster.workers_per_node": 3,
+                                   "imbalance.kind": "random-delay", "imbalance.slow": [1, 4],
+                                   "imbalance.delay": 0.7,
+                                   "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5}})
+    assert_same_tables(s, window=8)
+
+
+def test_a_persistent_straggler_without_sync_rounds_grows_the_window_and_queues():
+    # worker 0 is 40 times slower and nothing forces it to catch up: its late gradients pile up
+    s = scenario(iterations=300, **{"algorithm.name": "eager-solo", "algorithm.sync_period": 0,
+                                    "imbalance.kind": "persistent", "imbalance.factors": {"0": 40.0}})
+    assert_same_tables(s, window=4)
+
+
+def test_trace_driven(tmp_path):
+    np.save(tmp_path / "c.npy", np.random.default_rng(0).exponential(0.1, size=(13, 6)))
+    for name in ALGORITHMS:
+        assert_same_tables(scenario(iterations=50, **{"algorithm.name": name, "cluster.workers": 6,
+                                                      "algorithm.group_size": 2, "algorithm.period": 3,
+                                                      "algorithm.global_period": 6, "imbalance.kind": "trace",
+                                                      "imbalance.file": str(tmp_path / "c.npy")}))
+
+
+def test_compilation_is_cached_across_processes(tmp_path):
+    script = ("from simulator.fast.engine import FastEngine\n"
+              "from simulator.fast import kernels\n"
+              "from tests.helpers import scenario\n"
+              "for name in ('eager-solo', 'lsgd'):\n"
+              "    FastEngine(scenario(**{'algorithm.name': name}), lambda r: None, lambda r: None).run()\n"
+              "k = (kernels.round_kernel, kernels.lsgd_kernel)\n"
+              "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
+              " sum(sum(f.stats.cache_hits.values()) for f in k))\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    misses, hits = map(int, second.stdout.split())
+    assert misses == 0 and hits == 2
