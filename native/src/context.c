@@ -11,9 +11,10 @@
 #include <string.h>
 
 /* pcoll_wait polls without pause for WAIT_SPIN_S, then yields the core between polls until WAIT_YIELD_S, then
- * sleeps with a backoff capped at WAIT_SLEEP_CAP_NS (a straggler's round can take long). */
+ * sleeps with a backoff capped at WAIT_SLEEP_CAP_NS: a sleeping waiter leaves the core to the ranks (and progress
+ * threads) it waits for, which matters most where ranks outnumber cores. */
 #define WAIT_SPIN_S 50e-6
-#define WAIT_YIELD_S 2e-3
+#define WAIT_YIELD_S 200e-6
 enum { WAIT_SLEEP_CAP_NS = 100000 };
 
 void pcoll_options_default(pcoll_options *opt)

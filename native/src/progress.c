@@ -2,12 +2,15 @@
  * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) polls
  * activation tokens, starts the next round when its trigger holds, advances its allreduce schedule and, when it
  * completes, records it and queues its result for pcoll_wait. The progress thread calls it only while the
- * application is not waiting, and backs off exponentially when nothing happens (from 1 us, doubling): up to 20 us
- * while a round is in flight, up to 0.5 ms when idle or while the application drives, sleeping in nanosleep (with a
- * 1 ns timer slack on Linux), never spinning and never woken on the critical path.
+ * application is not waiting. While a round is in flight it polls, yielding the core between polls, for up to 20
+ * polls in a row that complete nothing (a large transfer moves only when polled), then sleeps; otherwise it backs
+ * off exponentially (from 1 us, doubling): up to 20 us while a round is in flight, up to 0.5 ms when idle or while
+ * the application drives, sleeping in nanosleep (1 ns timer slack on Linux). It never spins between rounds and is
+ * never woken on the critical path.
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +18,7 @@
 #include <sys/prctl.h>
 #endif
 
-enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, FIRST_SLEEP_NS = 1000 };
+enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, ACTIVE_YIELDS = 20, FIRST_SLEEP_NS = 1000 };
 
 double pcoll_now(const pcoll_t *c)
 {
@@ -171,13 +174,13 @@ static void *progress_thread(void *arg)
 {
     pcoll_t *c = arg;
     long ns = 0;
+    int quiet = 0; /* polls in a row that completed nothing while a round was in flight */
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 #endif
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {
-        int did = 0;
-        long cap = IDLE_CAP_NS;
+        int did = 0, active = 0;
         if (c->failed) {
             pthread_cond_wait(&c->cond, &c->lock); /* the application reports it; wait to be stopped */
             continue;
@@ -187,13 +190,17 @@ static void *progress_thread(void *arg)
             ns = IDLE_CAP_NS;
         } else {
             pcoll_progress(c, &did);
-            if (c->in_round) cap = ACTIVE_CAP_NS;
+            active = c->in_round;
         }
         pthread_mutex_unlock(&c->lock);
-        if (did)
+        quiet = did || !active ? 0 : quiet + 1;
+        if (did) {
             ns = 0;
-        else
-            pcoll_backoff(&ns, cap);
+        } else if (active && quiet < ACTIVE_YIELDS) {
+            sched_yield(); /* a transfer in flight moves only when polled: stay close to it for a while */
+        } else {
+            pcoll_backoff(&ns, active ? ACTIVE_CAP_NS : IDLE_CAP_NS);
+        }
         pthread_mutex_lock(&c->lock);
     }
     pthread_mutex_unlock(&c->lock);
