@@ -89,7 +89,7 @@ def tidy(runs: Iterable[Run], table: str, keys: Iterable[str] = ("algorithm.name
     return pd.concat(frames, ignore_index=True)
 
 
-def varying_keys(table: pd.DataFrame, ignore: Iterable[str] = ("seed", "name")) -> list[str]:
+def varying_keys(table: pd.DataFrame, ignore: Iterable[str] = ()) -> list[str]:
     """The scenario keys of a :func:`keys_table` (or :func:`summary_table`) that take more than one value, in column
     order; metric columns, which have no dot, are never among them (nor ``iterations``, which is both)."""
     skip = set(ignore)

@@ -1,6 +1,8 @@
 """Metrics of hand-made run folders, whose answers are worked out by hand in the comments."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -77,3 +79,16 @@ def test_tables_have_the_scenario_keys_as_columns(tmp_path):
     rows = tidy(runs, "iterations")
     assert len(rows) == 10 and list(rows.columns[:3]) == ["run", "algorithm.name", "seed"]
     assert flatten({"a": {"b": [1, 2], "c": 3}}) == {"a.b": (1, 2), "a.c": 3}
+
+
+def test_imports_stay_light_and_one_way():
+    """analysis imports neither the simulator nor matplotlib (until a plot is drawn); sweeps import mpi4py only
+    under MPI."""
+    code = ("import sys, analysis.collection, analysis.compare, analysis.style, analysis.commands.plot, "
+            "simulator.sweep, simulator.commands.sweep; "
+            "bad = [m for m in ('matplotlib', 'mpi4py', 'torch') if m in sys.modules]; assert not bad, bad")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
+    leaks = subprocess.run([sys.executable, "-c", "import sys, analysis.collection, analysis.compare, "
+                            "analysis.plots; print([m for m in sys.modules if m.startswith('simulator')])"],
+                           capture_output=True, text=True, timeout=60)
+    assert leaks.stdout.strip() == "[]"

@@ -117,14 +117,18 @@ def test_validation_against_a_hand_made_real_run(sim, tmp_path):
     for algorithm in ("sync", "eager-solo"):
         sim_run = load_run(sim / f"{algorithm}-4-0")
         meta = {**sim_run.meta, "source": "real"}
-        with RunWriter(tmp_path / f"real-{algorithm}", meta) as writer:  # "measured" 2 % slower than simulated
-            for row in sim_run.iterations.assign(t_done=sim_run.iterations["t_done"] * 1.02).itertuples(index=False):
+        times = ["t_start", "t_post", "t_done", "compute", "wait"]
+        measured = sim_run.iterations.assign(**{c: sim_run.iterations[c] * 1.02 for c in times})  # 2 % slower
+        with RunWriter(tmp_path / f"real-{algorithm}", meta) as writer:
+            for row in measured.itertuples(index=False):
                 writer.add("iterations", tuple(row))
         runs += [sim_run, load_run(tmp_path / f"real-{algorithm}")]
     fig = rendered(draw("validation", runs), tmp_path, "validation")
     cdf, bars = fig.axes
     assert len(cdf.lines) == 4  # real and simulated per algorithm
     assert len(containers(bars, BarContainer)) == 1 and len(bars.patches) == 2 + 1  # one bar each, the target band
+    heights = [b.get_height() for b in containers(bars, BarContainer)[0]]
+    assert heights == pytest.approx([100 * (1 / 1.02 - 1)] * 2)  # the simulation is 1/1.02 of the measured time
     with pytest.raises(UserError, match="both sources"):
         draw("validation", load_runs([sim / "sync-4-0"]))
 
