@@ -69,9 +69,10 @@ def iteration_times(run: Run) -> pd.Series:
 
 
 def wait_fraction(run: Run) -> float:
-    """The share of the workers' time spent waiting: ``Σ wait / Σ (t_done - t_start)`` over worker-iterations."""
-    busy = float(iteration_times(run).sum())
-    return float(run.iterations["wait"].sum()) / busy if busy > 0 else float("nan")
+    """The share of the workers' time spent waiting: ``Σ wait / Σ (t_done - t_start)`` over worker-iterations
+    (the ratio of the summary's means, so it holds for runs that keep only their summary too)."""
+    s = summarize(run)
+    return s.mean_wait / s.mean_iteration if s.mean_iteration > 0 else float("nan")
 
 
 def staleness_histogram(run: Run) -> pd.Series:
