@@ -31,13 +31,13 @@ worker that the evaluated model contains. ``observe(event, round, value)`` lets 
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from simulator.algorithms.wagma import phase_count, phase_groups
+from simulator.engine import ROUND_COLUMNS
 from simulator.network import NetworkModel
 from simulator.scenario import Scenario
 
@@ -46,32 +46,27 @@ Observer = Callable[[str, int, object], None]
 
 
 class Schedule:
-    """An engine sink that keeps the columns the replay needs, compactly; :meth:`tables` gives them as frames."""
+    """Keeps the columns of the engine's tables that the replay needs; :meth:`tables` gives them as frames."""
+
+    COLUMNS = ("worker", "iteration", "round", "model_version", "t_post", "t_done")
 
     def __init__(self):
-        self.it = {c: array("q") for c in ("worker", "iteration", "round", "model_version")}
-        self.t_post, self.t_done = array("d"), array("d")
-        self.rounds: list[tuple] = []
+        self.it: list[pd.DataFrame] = []
+        self.rounds: list[pd.DataFrame] = []
 
-    def iteration(self, row: tuple) -> None:
-        worker, iteration, _, t_post, t_done, _, _, round_, version, _, _ = row
-        it = self.it
-        it["worker"].append(worker)
-        it["iteration"].append(iteration)
-        it["round"].append(round_)
-        it["model_version"].append(version)
-        self.t_post.append(t_post)
-        self.t_done.append(t_done)
+    def add_iterations(self, columns) -> None:
+        """A block of ``iterations`` rows (column arrays)."""
+        self.it.append(pd.DataFrame({c: np.asarray(columns[c]) for c in self.COLUMNS}))
 
-    def round(self, row: tuple) -> None:
-        self.rounds.append(row)
+    def add_rounds(self, columns) -> None:
+        """A block of ``rounds`` rows (column arrays)."""
+        self.rounds.append(pd.DataFrame({c: np.asarray(columns[c]) for c in ROUND_COLUMNS}))
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(iterations, rounds) with the columns of the run folder's tables that the replay reads."""
-        it = pd.DataFrame({k: np.frombuffer(v, dtype=np.int64) for k, v in self.it.items()})
-        it["t_post"], it["t_done"] = np.frombuffer(self.t_post), np.frombuffer(self.t_done)
-        rounds = pd.DataFrame(self.rounds, columns=["round", "kind", "initiator", "t_trigger", "t_done",
-                                                    "contributors", "fresh", "group"])
+        it = pd.concat(self.it, ignore_index=True) if self.it else pd.DataFrame(columns=list(self.COLUMNS))
+        rounds = (pd.concat(self.rounds, ignore_index=True) if self.rounds
+                  else pd.DataFrame(columns=list(ROUND_COLUMNS)))
         return it, rounds
 
 
@@ -139,9 +134,10 @@ def replay(scenario: Scenario, workload, iterations: pd.DataFrame, rounds: pd.Da
     name = scenario.algorithm.name
     run = {"wagma": _wagma, "local-sgd": _local_sgd, "lsgd": _lsgd}.get(name, _gradient_rounds)
     note = observe or (lambda event, m, value: None)
+    t_done, reached = rounds["t_done"].to_numpy(), reached.to_numpy()
     for m in run(scenario, workload, it, rounds, W, note):
         note("round", m, W)
-        yield from evals.after_round(float(rounds["t_done"].iat[m]), int(reached.iat[m]), W)
+        yield from evals.after_round(float(t_done[m]), int(reached[m]), W)
     yield from evals.final(float(it["t_done"].max()), N, W)
 
 
@@ -181,23 +177,26 @@ def _wagma(scenario, workload, it, rounds, W, note) -> Iterator[int]:
     S = scenario.algorithm.group_size
     t_act = NetworkModel.of(scenario).activation(P)
     t_post, target = _matrix(it, "t_post", P), _matrix(it, "round", P)
-    groups = []  # per phase: (group id of each rank, group sizes)
+    groups = []  # per phase: ranks ordered by group, where each group starts in that order, group of each rank
     for s in range(phase_count(P, S)):
-        gid, sizes = np.empty(P, dtype=np.int64), []
-        for g, members in enumerate(phase_groups(s, P, S)):
-            gid[members] = g
-            sizes.append(len(members))
-        groups.append((gid, np.array(sizes, dtype=np.float64)))
+        members = phase_groups(s, P, S)
+        gid = np.empty(P, dtype=np.int64)
+        for g, ranks_of in enumerate(members):
+            gid[ranks_of] = g
+        sizes = np.array([len(g) for g in members])
+        groups.append((np.concatenate(members), np.cumsum(sizes) - sizes, gid, sizes.astype(np.float64)))
     opt = Optimizer(scenario, W.shape)
     ranks = np.arange(P)
     deposit, read = W.copy(), np.zeros(P, dtype=np.int64)  # the deposit each worker last contributed, and its call
     saved: dict[tuple[int, int], np.ndarray] = {}
+    group_of, t_trigger = rounds["group"].to_numpy(), rounds["t_trigger"].to_numpy()
     for m in range(len(rounds)):
         G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, m)))
-        for j in np.flatnonzero(target[:, m] >= 0) if m else ():  # deposit 0 is the initial model
-            saved[(int(j), m)] = W[j].copy()
-        group = int(rounds["group"].iat[m])
-        x = float(rounds["t_trigger"].iat[m]) + (0.0 if group < 0 else t_act)
+        kept = np.flatnonzero(target[:, m] >= 0) if m else ranks[:0]  # deposit 0 is the initial model
+        for j, row in zip(kept, W[kept], strict=True):  # W[kept] is a copy
+            saved[(int(j), m)] = row
+        group = int(group_of[m])
+        x = float(t_trigger[m]) + (0.0 if group < 0 else t_act)
         latest = read.copy()
         while True:  # each worker's latest deposit posted by x (monotone in m: advance a pointer)
             ahead = np.minimum(latest + 1, min(m, N - 1))
@@ -211,9 +210,8 @@ def _wagma(scenario, workload, it, rounds, W, note) -> Iterator[int]:
         if group < 0:
             W[:] = deposit.mean(axis=0)
         else:
-            gid, sizes = groups[group]
-            sums = np.zeros((len(sizes), W.shape[1]))
-            np.add.at(sums, gid, deposit)
+            order, starts, gid, sizes = groups[group]
+            sums = np.add.reduceat(deposit[order], starts, axis=0)
             W[:] = (sums[gid] + W) / (sizes[gid] + 1)[:, None]
         note("averaged", m, W)
         opt.step(W, G)
@@ -242,7 +240,7 @@ def _lsgd(scenario, workload, it, rounds, W, note) -> Iterator[int]:
     """LSGD: each worker's free-running steps up to its exchange, then the pulls toward the leaders."""
     P, a = scenario.workers, scenario.algorithm
     node = np.arange(P) // scenario.cluster.workers_per_node
-    target = _matrix(it, "round", P)
+    target, global_ = _matrix(it, "round", P), rounds["group"].to_numpy() < 0
     opt = Optimizer(scenario, W.shape)
     losses = np.full((P, LOSS_WINDOW), np.nan)  # ring of each worker's last training losses
     done = np.zeros(P, dtype=np.int64)  # iterations each worker has stepped
@@ -266,7 +264,7 @@ def _lsgd(scenario, workload, it, rounds, W, note) -> Iterator[int]:
             members = np.flatnonzero(node == k)
             local[members] = members[np.argmin(mean[members])]
         W -= a.pull * (X - X[local])
-        if int(rounds["group"].iat[m]) < 0:
+        if global_[m]:
             W -= a.global_pull * (X - X[np.argmin(mean)])
         yield m
     steps(scenario.iterations - done)

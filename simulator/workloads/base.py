@@ -27,7 +27,7 @@ def split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarr
 
 class ArrayWorkload:
     """A workload on in-memory arrays ``X`` (n, features) and ``y`` (n,); subclasses give the model: ``initial``,
-    ``loss_grad(W, X, y)`` over a batch of replicas and ``predict_metrics``."""
+    ``metrics`` and either ``loss_grad`` (on gathered batches) or their own ``gradient``."""
 
     dimension: int
 

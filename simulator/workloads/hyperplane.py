@@ -3,11 +3,15 @@
 Samples x ~ N(0, I) in ``workload.dimension`` dimensions, targets y = x·w* + ``noise``·N(0, 1) for a random unit-scale
 w*; the model is linear (d = dimension parameters, no bias) with loss ½(x·w − y)², started at zero. A regression has
 no accuracy: the ``accuracy`` reported is the coefficient of determination R² = 1 − MSE / Var(y) on the test set.
+
+The gradient is a compiled kernel that reads each sample's row once, straight from the data (no gathered copy of
+the batches): at d = 1,000 the replay is bound by reading the samples, and this halves its time.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from simulator.scenario import Scenario
 from simulator.workloads.base import ArrayWorkload
@@ -25,10 +29,28 @@ class Hyperplane(ArrayWorkload):
     def initial(self) -> np.ndarray:
         return np.zeros(self.dimension)
 
-    def loss_grad(self, W, X, y):
-        r = np.matmul(X, W[:, :, None])[..., 0] - y
-        return np.matmul(r[:, None, :], X)[:, 0] / y.shape[1], 0.5 * np.mean(r * r, axis=1)
+    def gradient(self, W, batches):
+        return _least_squares(self.X, self.y, np.ascontiguousarray(W), np.ascontiguousarray(batches))
 
     def metrics(self, w, X, y):
         mse = float(np.mean((X @ w - y) ** 2))
         return 0.5 * mse, 1.0 - mse / float(np.var(y))
+
+
+@njit(cache=True, fastmath=True)
+def _least_squares(X, y, W, batches):
+    """Mean gradient and loss of ½(x·w − y)² for each replica k over its batch of sample indices."""
+    (k_count, b), d = batches.shape, W.shape[1]
+    G = np.zeros(W.shape)
+    losses = np.zeros(k_count)
+    for k in range(k_count):
+        w, g = W[k], G[k]
+        for i in batches[k]:
+            x = X[i]
+            r = -y[i]
+            for j in range(d):
+                r += x[j] * w[j]
+            for j in range(d):
+                g[j] += r * x[j]
+            losses[k] += 0.5 * r * r
+    return G / b, losses / b
