@@ -142,3 +142,12 @@ def test_plot_command(sim, tmp_path, capsys):
     assert main(["plot", str(tmp_path / "nothing"), "--kind", "staleness"]) == 2
     err = capsys.readouterr().err
     assert "at most 4" in err and ".pdf, .png, .svg" in err and "no such run folder" in err
+
+
+def test_curves_from_simulated_training(tmp_path):
+    for algorithm in ("sync", "eager-solo"):
+        simulate(scenario(**{"algorithm.name": algorithm, "workload.model": "hyperplane", "workload.dimension": 12,
+                             "workload.samples": 1200, "iterations": 20, "cluster.workers": 4,
+                             "imbalance.kind": "random-delay", "evals.every_iterations": 5}), tmp_path / algorithm)
+    fig = rendered(draw("curves", load_runs([tmp_path]), Options(metric="accuracy")), tmp_path, "training")
+    assert len(fig.axes[0].lines) == 2 and fig.axes[0].get_ylabel() == "accuracy"
