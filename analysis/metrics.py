@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,25 +34,55 @@ class Summary:
         return asdict(self)
 
 
+class Tally:
+    """Running sums over ``iterations`` rows: the timing part of a :class:`Summary`, fed block by block, so a run
+    that keeps no table (``--summary-only``) is summarised exactly like one that does (its tally is in
+    ``meta.json``)."""
+
+    FIELDS = ("rows", "makespan", "busy", "wait", "carried", "staleness", "max_staleness", "fresh")
+
+    def __init__(self, **sums: float):
+        self.sums = dict.fromkeys(self.FIELDS, 0) | sums
+
+    def add(self, columns: Mapping[str, Any]) -> Tally:
+        """Add a block of rows (a DataFrame or a mapping of column arrays)."""
+        t_done = np.asarray(columns["t_done"])
+        if len(t_done) == 0:
+            return self
+        staleness = np.asarray(columns["staleness"])[np.asarray(columns["round"]) >= 0]
+        s = self.sums
+        s["rows"] += len(t_done)
+        s["makespan"] = max(s["makespan"], float(t_done.max()))
+        s["busy"] += float((t_done - np.asarray(columns["t_start"])).sum())
+        s["wait"] += float(np.asarray(columns["wait"]).sum())
+        s["carried"] += len(staleness)
+        s["staleness"] += int(staleness.sum())
+        s["max_staleness"] = max(s["max_staleness"], int(staleness.max()) if len(staleness) else 0)
+        s["fresh"] += int(np.count_nonzero(columns["fresh"]))
+        return self
+
+
+def _mean(total: float, count: int) -> float:
+    return total / count if count else float("nan")
+
+
 def summarize(run: Run, target_loss: float | None = None) -> Summary:
     """Summary of a run; samples are worker-iterations times ``workload.batch``. Loss and accuracy are the last
     evaluation's of :func:`model_evals`; ``time_to_target``: :func:`to_target`'s time for ``target_loss``."""
     scenario = run.meta["scenario"]
-    it: pd.DataFrame = run.iterations
-    carried = it["staleness"][it["round"] >= 0]
-    makespan = float(it["t_done"].max()) if len(it) else 0.0
-    samples = len(it) * scenario["workload"]["batch"]
+    kept = len(run.iterations) or "tally" not in run.meta
+    s = (Tally().add(run.iterations) if kept else Tally(**run.meta["tally"])).sums
     return Summary(
         algorithm=scenario["algorithm"]["name"],
         workers=scenario["cluster"]["workers"],
-        iterations=len(it),
-        makespan=makespan,
-        samples_per_s=samples / makespan if makespan > 0 else float("nan"),
-        mean_iteration=float((it["t_done"] - it["t_start"]).mean()) if len(it) else float("nan"),
-        mean_wait=float(it["wait"].mean()) if len(it) else float("nan"),
-        mean_staleness=float(carried.mean()) if len(carried) else float("nan"),
-        max_staleness=int(carried.max()) if len(carried) else 0,
-        fresh_fraction=float(np.mean(it["fresh"])) if len(it) else float("nan"),
+        iterations=int(s["rows"]),
+        makespan=float(s["makespan"]),
+        samples_per_s=s["rows"] * scenario["workload"]["batch"] / s["makespan"] if s["makespan"] > 0 else float("nan"),
+        mean_iteration=_mean(s["busy"], s["rows"]),
+        mean_wait=_mean(s["wait"], s["rows"]),
+        mean_staleness=_mean(s["staleness"], s["carried"]),
+        max_staleness=int(s["max_staleness"]),
+        fresh_fraction=_mean(s["fresh"], s["rows"]),
         **_convergence(run, target_loss),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ class RunWriter:
         _prepare(self.folder)
         self.meta = {**meta, "finished": False}
         self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
-        self._rows: dict[str, list[tuple]] = {t: [] for t in TABLES}
+        self._rows: dict[str, list[tuple]] = {t: [] for t in TABLES}  # rows added one by one ...
+        self._chunks: dict[str, list[pa.Table]] = {t: [] for t in TABLES}  # ... and in blocks, in order
         self._parts = dict.fromkeys(TABLES, 0)
         self._last_flush = time.monotonic()
         self._buffered = 0
@@ -60,22 +62,41 @@ class RunWriter:
     def add(self, table: str, row: tuple) -> None:
         """Append one row (in the column order of :data:`SCHEMAS`)."""
         self._rows[table].append(row)
-        self._buffered += 1
+        self._count(1)
+
+    def add_block(self, table: str, columns: Mapping[str, Any]) -> None:
+        """Append many rows at once: one array per column of :data:`SCHEMAS`."""
+        self._settle(table)
+        schema = SCHEMAS[table]
+        block = pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+        self._chunks[table].append(block)
+        self._count(len(block))
+
+    def _count(self, rows: int) -> None:
+        before, self._buffered = self._buffered, self._buffered + rows
         if self._buffered >= self.flush_rows or (
-                self._buffered % 4096 == 0 and time.monotonic() - self._last_flush > self.flush_seconds):
+                before // 4096 != self._buffered // 4096 and time.monotonic() - self._last_flush > self.flush_seconds):
             self.flush()
+
+    def _settle(self, table: str) -> None:
+        """Turn the rows added one by one into a block."""
+        rows = self._rows[table]
+        if rows:
+            columns = zip(*rows, strict=True)
+            self._chunks[table].append(pa.Table.from_arrays(
+                [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table], strict=True)],
+                schema=SCHEMAS[table]))
+            rows.clear()
 
     def flush(self) -> None:
         """Write the buffered rows of every table as new parts."""
-        for table, rows in self._rows.items():
-            if rows:
-                columns = list(zip(*rows, strict=True))
-                data = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table],
-                                                                                      strict=True)],
-                                            schema=SCHEMAS[table])
-                pq.write_table(data, _table_path(self.folder, table) / f"part-{self._parts[table]:06d}.parquet")
+        for table, chunks in self._chunks.items():
+            self._settle(table)
+            if chunks:
+                pq.write_table(pa.concat_tables(chunks),
+                               _table_path(self.folder, table) / f"part-{self._parts[table]:06d}.parquet")
                 self._parts[table] += 1
-                rows.clear()
+                chunks.clear()
         self._buffered = 0
         self._last_flush = time.monotonic()
 

@@ -160,9 +160,9 @@ def _gradient_rounds(scenario, workload, it, rounds, W, note) -> Iterator[int]:
         if len(rows):
             G, _ = workload.gradient(W[rows], workload.batches(rows, np.full(len(rows), m)))
             goes = target[rows, m]
-            for r in np.unique(goes):
-                part = G[goes == r]
-                acc = sums.setdefault(int(r), [np.zeros(W.shape[1]), 0])
+            parts = [(m, G)] if (goes == m).all() else [(int(r), G[goes == r]) for r in np.unique(goes)]
+            for r, part in parts:
+                acc = sums.setdefault(r, [np.zeros(W.shape[1]), 0])
                 acc[0] += part.sum(axis=0)
                 acc[1] += len(part)
         g, count = sums.pop(m, [np.zeros(W.shape[1]), 0])

@@ -9,8 +9,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-from analysis.runfolder import RunWriter
+import numpy as np
+
+from analysis.metrics import Tally
+from analysis.runfolder import SCHEMAS, RunWriter
 from simulator.convergence import Schedule, replay
 from simulator.engine import Engine
 from simulator.network import NetworkModel, message_bytes
@@ -19,7 +23,7 @@ from simulator.scenario import Scenario, to_dict
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for package in ("stragglerlab", "numpy", "pandas", "pyarrow", "simpy"):
+    for package in ("stragglerlab", "numpy", "pandas", "pyarrow", "simpy", "numba"):
         try:
             out[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -34,29 +38,76 @@ def network_record(scenario: Scenario) -> dict[str, float]:
             "lower_bound": net.lower_bound(P, n)}
 
 
-class _Sink:
-    """Rows to the run folder, and to the convergence replay's schedule when there is a model to train."""
+class _Tables:
+    """Where an engine's rows go: column blocks to the run folder (the tables kept), the summary tally, and the
+    convergence replay's schedule when there is a model to train. The reference engine's rows, which come one at
+    a time, are gathered into blocks first."""
 
-    def __init__(self, writer: RunWriter, schedule: Schedule | None):
-        self.writer, self.schedule = writer, schedule
+    BLOCK = 8192
 
-    def iteration(self, row: tuple) -> None:
-        self.writer.add("iterations", row)
+    def __init__(self, writer: RunWriter, keep: tuple[str, ...], tally: Tally, schedule: Schedule | None):
+        self.writer, self.keep, self.tally, self.schedule = writer, keep, tally, schedule
+        self._rows: dict[str, list[tuple]] = {"iterations": [], "rounds": []}
+
+    def iterations(self, columns: dict[str, Any]) -> None:
+        if "iterations" in self.keep:
+            self.writer.add_block("iterations", columns)
+        self.tally.add(columns)
         if self.schedule is not None:
-            self.schedule.iteration(row)
+            self.schedule.add_iterations(columns)
+
+    def rounds(self, columns: dict[str, Any]) -> None:
+        if "rounds" in self.keep:
+            self.writer.add_block("rounds", columns)
+        if self.schedule is not None:
+            self.schedule.add_rounds(columns)
+
+    # the reference engine's sink interface
+    def iteration(self, row: tuple) -> None:
+        self._gather("iterations", row)
 
     def round(self, row: tuple) -> None:
-        self.writer.add("rounds", row)
-        if self.schedule is not None:
-            self.schedule.round(row)
+        self._gather("rounds", row)
+
+    def _gather(self, table: str, row: tuple) -> None:
+        rows = self._rows[table]
+        rows.append(row)
+        if len(rows) == self.BLOCK:
+            self.close(table)
+
+    def close(self, *tables: str) -> None:
+        """Hand over the gathered rows of ``tables`` (default: all)."""
+        for table in tables or tuple(self._rows):
+            rows = self._rows[table]
+            if rows:
+                names = SCHEMAS[table].names
+                getattr(self, table)({n: np.asarray(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)})
+                rows.clear()
 
 
-def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], None] | None = None) -> Path:
-    """Run ``scenario`` on the reference engine and write its run folder; returns the folder.
+def engine_for(scenario: Scenario) -> str:
+    """The engine that runs ``scenario``: ``auto`` takes the fast one when it supports the scenario and numba is
+    importable, the reference one otherwise."""
+    if scenario.engine != "auto":
+        return scenario.engine
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return "reference"
+    from simulator.fast.engine import supports
 
-    With a model (``workload.model`` not ``none``) its data are made first, ``workload.params`` becomes the model's
-    parameter count (message sizes follow the model), and after the engine the model is trained along the schedule
-    (:mod:`simulator.convergence`), its ``evals`` rows written as they come.
+    return "fast" if supports(scenario) else "reference"
+
+
+def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], None] | None = None,
+             tables: tuple[str, ...] = ("iterations", "rounds")) -> Path:
+    """Run ``scenario`` and write its run folder; returns the folder.
+
+    ``tables``: which of ``iterations`` and ``rounds`` to keep (the summary's tally is always in ``meta.json``, so
+    a run too large to keep its tables still has its summary). With a model (``workload.model`` not ``none``) its
+    data are made first, ``workload.params`` becomes the model's parameter count (message sizes follow the model),
+    and after the engine the model is trained along the schedule (:mod:`simulator.convergence`), its ``evals`` rows
+    written as they come.
     """
     workload = None
     if scenario.workload.model != "none":
@@ -64,9 +115,10 @@ def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], N
 
         workload = load_workload(scenario)
         scenario = scenario.replace(**{"workload.params": workload.dimension})
+    engine = engine_for(scenario)
     meta = {
         "source": "sim",
-        "engine": "reference",
+        "engine": engine,
         "scenario": to_dict(scenario),
         "seed": scenario.seed,
         "network": network_record(scenario),
@@ -76,10 +128,19 @@ def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], N
     }
     started = time.perf_counter()
     with RunWriter(folder, meta) as writer:
+        tally = Tally()
         schedule = Schedule() if workload is not None else None
-        Engine(scenario, _Sink(writer, schedule), progress).run()
+        sink = _Tables(writer, tables, tally, schedule)
+        if engine == "fast":
+            from simulator.fast.engine import FastEngine
+
+            FastEngine(scenario, sink.iterations, sink.rounds, progress).run()
+        else:
+            Engine(scenario, sink, progress).run()
+            sink.close()
         if schedule is not None:
             for row in replay(scenario, workload, *schedule.tables()):
                 writer.add("evals", row)
+        writer.meta["tally"] = tally.sums
         writer.meta["wall_seconds"] = round(time.perf_counter() - started, 3)
     return Path(folder)

@@ -165,6 +165,7 @@ class Scenario:
     name: str = _key("scenario", ANY_STR)
     seed: int = _key(0, NONNEG_INT)
     iterations: int = _key(100, POSITIVE_INT)
+    engine: str = _key("auto", _one_of(("auto", "reference", "fast")))
     cluster: Cluster = field(default_factory=Cluster)
     network: Network = field(default_factory=Network)
     workload: Workload = field(default_factory=Workload)

@@ -26,6 +26,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, metavar="DIR",
                         help="run folder (with --compare: a folder holding one run folder per algorithm); "
                              "default runs/<scenario name>")
+    parser.add_argument("--engine", choices=("auto", "reference", "fast"),
+                        help="event engine (default: the scenario's engine key, auto: fast when it supports it)")
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--tables", default="iterations,rounds", metavar="LIST",
+                      help="tables to keep, comma-separated from iterations,rounds (default both)")
+    kept.add_argument("--summary-only", action="store_true",
+                      help="keep no iterations or rounds table, only the summary (memory stays flat at any size)")
     parser.add_argument("--compare", metavar="ALGO", choices=ALGORITHMS,
                         help="also run this algorithm on the same scenario and seed, and report the speedup over it")
     parser.add_argument("--target-loss", type=float, metavar="X",
@@ -82,7 +89,11 @@ def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     path = example_path(args.example) if args.example else args.scenario
-    scenario = load(path, args.overrides)
+    engine = [f"engine={args.engine}"] if args.engine else []
+    scenario = load(path, args.overrides + engine)
+    tables = () if args.summary_only else tuple(t for t in args.tables.split(",") if t)
+    if set(tables) - {"iterations", "rounds"}:
+        raise UserError(f"--tables {args.tables}: must be a comma-separated list from iterations, rounds")
     scenarios = [scenario]
     if args.compare and args.compare != scenario.algorithm.name:
         scenarios.append(scenario.replace(**{"algorithm.name": args.compare}))
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         folder = out / s.algorithm.name if len(scenarios) > 1 else out
         progress = _Progress(s)
         try:
-            simulate(s, folder, progress)
+            simulate(s, folder, progress, tables)
         finally:
             progress.close()
         summaries.append(summarize(load_run(folder), args.target_loss))

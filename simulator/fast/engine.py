@@ -23,6 +23,12 @@ from simulator.scenario import Scenario
 
 RowsCallback = Callable[[dict[str, np.ndarray]], None]
 _LATE = {"accumulate": K.ACCUMULATE, "drop": K.DROP, "deposit": K.DEPOSIT}
+SUPPORTED = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
+
+
+def supports(scenario: Scenario) -> bool:
+    """Whether the fast engine implements the scenario's algorithm (all of DESIGN §4's do)."""
+    return scenario.algorithm.name in SUPPORTED
 
 
 class _Window:

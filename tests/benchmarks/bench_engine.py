@@ -1,10 +1,12 @@
-"""Benchmark: simulated worker-iterations per second of the reference engine, per algorithm, beside the sync
-closed form t_{n+1} = t_n + max_i c_{n,i} + T_ar computed with numpy on the same compute times.
+"""Benchmark: simulated worker-iterations per second of the reference and fast engines, per algorithm, beside the
+sync closed form t_{n+1} = t_n + max_i c_{n,i} + T_ar computed with numpy on the same compute times.
 
-    python tests/benchmarks/bench_engine.py [--workers 1024] [--iterations 1000]
+    python tests/benchmarks/bench_engine.py [--workers 1024 65536] [--iterations 1000] [--reference-cap 1000000]
 
-Both sides draw the same common random numbers, so the ratio column is measured side by side on one machine.
-DESIGN §9 targets >= 1 M/s for sync and >= 0.5 M/s for the others.
+All three draw the same common random numbers, so the ratio columns are measured side by side on one machine.
+The reference engine runs at most ``--reference-cap`` worker-iterations per cell (fewer iterations at 65,536
+workers), its rate being flat in the run length. DESIGN §9 targets: reference >= 1 M/s (sync), >= 0.5 M/s (others);
+fast >= 100 M/s, and 65,536 workers x 1,000 iterations of eager-solo in <= 5 s.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import time
 import numpy as np
 
 from simulator.engine import Engine
+from simulator.fast.engine import FastEngine
 from simulator.imbalance import ComputeTimes
 from simulator.network import NetworkModel, message_bytes
 from simulator.scenario import ALGORITHMS, from_dict
 
 
 class CountingSink:
-    """Keeps only counts, so the figure is the engine's and not the run-folder writer's."""
+    """Keeps only counts, so the figures are the engines' and not the run-folder writer's."""
 
     def __init__(self):
         self.rows = 0
@@ -32,6 +35,9 @@ class CountingSink:
     def round(self, row: tuple) -> None:
         pass
 
+    def block(self, columns: dict) -> None:
+        self.rows += len(columns["t_done"])
+
 
 def bench_scenario(workers: int, iterations: int, algorithm: str):
     return from_dict({"iterations": iterations, "cluster": {"workers": workers},
@@ -39,31 +45,46 @@ def bench_scenario(workers: int, iterations: int, algorithm: str):
                       "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64}})
 
 
+def timed(run) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
 def closed_form_rate(workers: int, iterations: int) -> float:
     s = bench_scenario(workers, iterations, "sync")
-    started = time.perf_counter()
-    c = ComputeTimes(s).block(0, iterations)
-    t_ar = NetworkModel.of(s).allreduce(workers, message_bytes(s))
-    np.cumsum(c.max(axis=1) + t_ar)
-    return workers * iterations / (time.perf_counter() - started)
+
+    def run():
+        c = ComputeTimes(s).block(0, iterations)
+        np.cumsum(c.max(axis=1) + NetworkModel.of(s).allreduce(workers, message_bytes(s)))
+
+    return workers * iterations / timed(run)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=1024)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1024, 65536])
     parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--reference-cap", type=int, default=1_000_000)
     args = parser.parse_args()
-    P, N = args.workers, args.iterations
-    print(f"# reference engine, {P} workers x {N} iterations (random-delay imbalance)")
-    print(f"{'algorithm':<15} {'seconds':>8} {'worker-it/s':>12} {'closed form/s':>14} {'engine/closed':>14}")
-    for name in ALGORITHMS:
-        closed = closed_form_rate(P, N)
-        sink = CountingSink()
-        started = time.perf_counter()
-        Engine(bench_scenario(P, N, name), sink).run()
-        seconds = time.perf_counter() - started
-        rate = sink.rows / seconds
-        print(f"{name:<15} {seconds:8.2f} {rate:12,.0f} {closed:14,.0f} {rate / closed:14.4f}")
+    N = args.iterations
+    FastEngine(bench_scenario(4, 4, "lsgd"), lambda c: None, lambda c: None).run()  # load the compiled kernels
+    FastEngine(bench_scenario(4, 4, "sync"), lambda c: None, lambda c: None).run()
+    print("# worker-iterations per second (random-delay imbalance); ratios measured side by side")
+    print(f"{'workers':>7} {'algorithm':<15} {'reference/s':>12} {'fast/s':>13} {'fast [s]':>9} "
+          f"{'closed/s':>13} {'fast/ref':>9} {'fast/closed':>11}")
+    for P in args.workers:
+        for name in ALGORITHMS:
+            closed = closed_form_rate(P, N)
+            n_ref = max(1, min(N, args.reference_cap // P))
+            ref = CountingSink()
+            ref_rate = P * n_ref / timed(lambda: Engine(bench_scenario(P, n_ref, name), ref).run())  # noqa: B023
+            fast = CountingSink()
+            seconds = timed(lambda: FastEngine(bench_scenario(P, N, name), fast.block, lambda c: None).run())  # noqa: B023
+            assert fast.rows == P * N and ref.rows == P * n_ref
+            fast_rate = P * N / seconds
+            print(f"{P:>7} {name:<15} {ref_rate:12,.0f} {fast_rate:13,.0f} {seconds:9.2f} {closed:13,.0f} "
+                  f"{fast_rate / ref_rate:9.1f} {fast_rate / closed:11.3f}")
 
 
 if __name__ == "__main__":

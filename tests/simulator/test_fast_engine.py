@@ -130,3 +130,33 @@ def test_compilation_is_cached_across_processes(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     misses, hits = map(int, second.stdout.split())
     assert misses == 0 and hits == 2
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_both_engines_write_byte_identical_run_folders(tmp_path, name):
+    from simulator.run import simulate
+
+    s = scenario(iterations=50, **{"algorithm.name": name, "algorithm.group_size": 2, "algorithm.period": 4,
+                                   "algorithm.global_period": 8, "imbalance.kind": "random-delay",
+                                   "imbalance.slow": [1, 3],
+                                   "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5}})
+    ref, fast = simulate(s.replace(engine="reference"), tmp_path / "r"), simulate(s.replace(engine="fast"),
+                                                                                   tmp_path / "f")
+    from analysis.runfolder import load_run
+
+    assert load_run(ref).meta["engine"] == "reference" and load_run(fast).meta["engine"] == "fast"
+    for table in ("iterations", "rounds"):
+        assert (ref / f"{table}.parquet").read_bytes() == (fast / f"{table}.parquet").read_bytes()
+
+
+def test_auto_picks_the_fast_engine_and_summary_only_keeps_no_table(tmp_path):
+    from analysis.metrics import summarize
+    from analysis.runfolder import load_run
+    from simulator.run import simulate
+
+    s = scenario(iterations=30, **{"algorithm.name": "eager-solo", "imbalance.kind": "random-delay"})
+    full = load_run(simulate(s, tmp_path / "full"))
+    bare = load_run(simulate(s, tmp_path / "bare", tables=()))
+    assert full.meta["engine"] == "fast" and bare.iterations.empty and bare.rounds.empty
+    assert summarize(bare) == summarize(full)
+    assert load_run(simulate(s, tmp_path / "rounds", tables=("rounds",))).rounds.equals(full.rounds)
