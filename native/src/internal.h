@@ -159,6 +159,15 @@ void pcoll_eager_late(pcoll_t *c, const float *contribution);
 int pcoll_all_ranks(const pcoll_t *c, uint64_t n, int *members, int *m);
 float pcoll_eager_divisor(const pcoll_t *c, const pcoll_round *r);
 int pcoll_periodic_sync(const pcoll_t *c, uint64_t n);
+int pcoll_always(const pcoll_t *c, uint64_t n);
+
+/* The hooks of the eager kinds (sync, solo, majority), which differ only in when a round starts. */
+#define PCOLL_EAGER_OPS(is_sync_, activates_, async_kind_)                                                     \
+    {                                                                                                         \
+        .is_sync = (is_sync_), .activates = (activates_), .contribute = pcoll_eager_contribute,               \
+        .late = pcoll_eager_late, .group = pcoll_all_ranks, .divisor = pcoll_eager_divisor,                   \
+        .sync_kind = PCOLL_ROUND_SYNC, .async_kind = (async_kind_)                                            \
+    }
 
 #define PCOLL_MPI(c, call)                                                                                    \
     do {                                                                                                      \

@@ -17,13 +17,5 @@ static int majority_activates(const pcoll_t *c, uint64_t n)
     return splitmix64(c->opt.seed, n) % (uint64_t)c->size == (uint64_t)c->rank;
 }
 
-const struct pcoll_kind_ops pcoll_majority_ops = {
-    .is_sync = pcoll_periodic_sync,
-    .activates = majority_activates,
-    .contribute = pcoll_eager_contribute,
-    .late = pcoll_eager_late,
-    .group = pcoll_all_ranks,
-    .divisor = pcoll_eager_divisor,
-    .sync_kind = PCOLL_ROUND_SYNC,
-    .async_kind = PCOLL_ROUND_ASYNC,
-};
+const struct pcoll_kind_ops pcoll_majority_ops =
+    PCOLL_EAGER_OPS(pcoll_periodic_sync, majority_activates, PCOLL_ROUND_ASYNC);

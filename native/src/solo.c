@@ -13,7 +13,7 @@ int pcoll_periodic_sync(const pcoll_t *c, uint64_t n)
     return k > 0 && n % k == k - 1;
 }
 
-static int solo_activates(const pcoll_t *c, uint64_t n)
+int pcoll_always(const pcoll_t *c, uint64_t n)
 {
     (void)c;
     (void)n;
@@ -76,13 +76,4 @@ float pcoll_eager_divisor(const pcoll_t *c, const pcoll_round *r)
     return (float)c->size;
 }
 
-const struct pcoll_kind_ops pcoll_solo_ops = {
-    .is_sync = pcoll_periodic_sync,
-    .activates = solo_activates,
-    .contribute = pcoll_eager_contribute,
-    .late = pcoll_eager_late,
-    .group = pcoll_all_ranks,
-    .divisor = pcoll_eager_divisor,
-    .sync_kind = PCOLL_ROUND_SYNC,
-    .async_kind = PCOLL_ROUND_ASYNC,
-};
+const struct pcoll_kind_ops pcoll_solo_ops = PCOLL_EAGER_OPS(pcoll_periodic_sync, pcoll_always, PCOLL_ROUND_ASYNC);

@@ -22,13 +22,6 @@ static int phases(const pcoll_t *c)
     return p;
 }
 
-static int wagma_activates(const pcoll_t *c, uint64_t n)
-{
-    (void)c;
-    (void)n;
-    return 1;
-}
-
 static void wagma_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
 {
     if (c->has_model) {
@@ -74,7 +67,7 @@ static float wagma_divisor(const pcoll_t *c, const pcoll_round *r)
 
 const struct pcoll_kind_ops pcoll_wagma_ops = {
     .is_sync = pcoll_periodic_sync,
-    .activates = wagma_activates,
+    .activates = pcoll_always,
     .contribute = wagma_contribute,
     .late = wagma_late,
     .group = wagma_group,

@@ -39,12 +39,12 @@ def native_library() -> Path:
 
 
 @pytest.fixture
-def mpirun(native_library: Path):
-    """Run tests/native/<script> on P ranks; returns the completed process, fails on timeout or non-zero exit."""
+def mpirun_command(native_library: Path):
+    """Run argv on P ranks; returns the completed process, fails on timeout or a non-zero exit."""
 
-    def run(ranks: int, script: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def run(ranks: int, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        command = [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(HERE / script), *args]
+        command = [_mpiexec(), "-n", str(ranks), *argv]
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
@@ -55,8 +55,19 @@ def mpirun(native_library: Path):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
-            pytest.fail(f"mpiexec -n {ranks} {script} {' '.join(args)} did not finish in {timeout} s (deadlock?)")
+            pytest.fail(f"{' '.join(command)} did not finish in {timeout} s (deadlock?)")
         assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
         return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+    return run
+
+
+@pytest.fixture
+def mpirun(mpirun_command):
+    """Run the Python script tests/native/<script> on P ranks under ``python -m mpi4py`` (an exception on one rank
+    aborts the job)."""
+
+    def run(ranks: int, script: str, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        return mpirun_command(ranks, [sys.executable, "-m", "mpi4py", str(HERE / script), *args], timeout=timeout)
 
     return run

@@ -1,0 +1,41 @@
+"""C-level tests of the native core (native/tests/*.c), declared MPICH-testlist style: program, ranks, timeout.
+
+Each program is compiled with -Werror against the built library and run at every listed size; its exit status is
+the verdict (each rank counts its errors, one reduction decides).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from native import SOURCE_DIR
+from realrun.build import find_mpicc
+
+#: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
+TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60)]
+
+
+@pytest.fixture(scope="module")
+def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("native-c")
+    built = {}
+    for name, _, _ in TESTLIST:
+        exe = out / name
+        command = [find_mpicc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(SOURCE_DIR / "include"),
+                   str(SOURCE_DIR / "tests" / f"{name}.c"), str(native_library),
+                   f"-Wl,-rpath,{native_library.parent}", "-o", str(exe)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        built[name] = exe
+    return built
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("name", "ranks", "seconds"), [(name, p, t) for name, sizes, t in TESTLIST for p in sizes])
+def test_c_program(programs: dict[str, Path], mpirun_command, name: str, ranks: int, seconds: int) -> None:
+    done = mpirun_command(ranks, [str(programs[name])], timeout=seconds)
+    assert "No Errors" in done.stdout
