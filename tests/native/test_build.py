@@ -1,0 +1,65 @@
+"""Building the native core: the cache, the one-line errors, and the build-native command."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.errors import UserError
+from realrun import build
+from stragglerlab.cli import main
+
+
+def fake_compiler(folder: Path, script: str) -> Path:
+    path = folder / "mpicc"
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_missing_compiler_is_a_user_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MPICC", str(tmp_path / "no-such-mpicc"))
+    with pytest.raises(UserError, match="MPICC="):
+        build.build()
+
+
+def test_compiler_message_is_shown_on_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    mpicc = fake_compiler(tmp_path, 'echo "pcoll.c:1: error: broken" >&2; echo "second line" >&2; exit 1')
+    monkeypatch.setenv("MPICC", str(mpicc))
+    monkeypatch.setenv("STRAGGLERLAB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(UserError) as err:
+        build.build()
+    assert "pcoll.c:1: error: broken | second line" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert not list((tmp_path / "cache").rglob("*.so")), "a failed build must leave nothing in the cache"
+
+
+def test_cache_is_keyed_by_flags_and_reused(native_library: Path) -> None:
+    assert build.build(werror=True) == native_library  # a cache hit: the same path, not rebuilt
+    assert build.build(werror=True).stat().st_mtime == native_library.stat().st_mtime
+    mpicc = build.find_mpicc()
+    assert build.build_key(mpicc, build.CFLAGS) != build.build_key(mpicc, (*build.CFLAGS, "-Werror"))
+
+
+def test_build_native_command_prints_the_library(native_library: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["build-native"]) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed.name == build.LIBRARY_NAME and printed.exists()
+
+
+def test_build_native_command_reports_user_errors(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("MPICC", os.path.join(os.sep, "nonexistent", "mpicc"))
+    assert main(["build-native"]) == 2
+    assert capsys.readouterr().err.startswith("stragglerlab build-native: error: MPICC=")
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_thread_level_below_multiple_is_a_user_error(mpirun_command) -> None:
+    worker = str(Path(__file__).with_name("thread_level_worker.py"))
+    done = mpirun_command(1, [sys.executable, worker], timeout=50)
+    assert "UserError: the native core needs MPI initialised with MPI_THREAD_MULTIPLE" in done.stdout
