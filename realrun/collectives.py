@@ -74,12 +74,27 @@ class RoundInfo:
 _LIB: ctypes.CDLL | None = None
 
 
-def _library() -> ctypes.CDLL:
+def _built(comm: Any) -> str:
+    """Path of the library, built by rank 0 first so that a job's ranks do not all compile it at once; a build
+    error reaches every rank (raising on rank 0 alone would leave the others waiting)."""
+    from realrun.build import build
+
+    error = None
+    if comm.Get_rank() == 0:
+        try:
+            build()
+        except UserError as err:
+            error = str(err)
+    error = comm.bcast(error, root=0)
+    if error is not None:
+        raise UserError(error)
+    return str(build())  # a cache hit, unless this node's cache differs from rank 0's
+
+
+def _library(comm: Any) -> ctypes.CDLL:
     global _LIB
     if _LIB is None:
-        from realrun.build import build
-
-        lib = ctypes.CDLL(str(build()))
+        lib = ctypes.CDLL(_built(comm))
         p = ctypes.c_void_p
         lib.pcoll_create.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(_Options), ctypes.POINTER(p)]
         lib.pcoll_post.argtypes = [p, p]
@@ -162,7 +177,7 @@ class Collective:
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
             raise UserError("the native core needs MPI initialised with MPI_THREAD_MULTIPLE")
         self.size = comm.Get_size()
-        self._lib = _library()
+        self._lib = _library(comm)
         handle = ctypes.c_void_p()
         self._check(self._lib.pcoll_create(comm.py2f(), self.count, ctypes.byref(options), ctypes.byref(handle)))
         self._handle: ctypes.c_void_p | None = handle

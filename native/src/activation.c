@@ -31,11 +31,16 @@ int pcoll_tokens_init(pcoll_t *c)
 int pcoll_tokens_send(pcoll_t *c, uint64_t n)
 {
     if (c->size == 1) return PCOLL_OK;
-    struct pcoll_tokens *t = malloc(sizeof *t);
-    if (t) t->reqs = malloc((size_t)(c->size - 1) * sizeof(MPI_Request));
-    if (!t || !t->reqs) {
-        free(t);
-        return pcoll_fail(c, PCOLL_ERR_NOMEM, "token batch", MPI_SUCCESS);
+    struct pcoll_tokens *t = c->token_free;
+    if (t) {
+        c->token_free = t->next;
+    } else {
+        t = malloc(sizeof *t);
+        if (t) t->reqs = malloc((size_t)(c->size - 1) * sizeof(MPI_Request));
+        if (!t || !t->reqs) {
+            free(t);
+            return pcoll_fail(c, PCOLL_ERR_NOMEM, "token batch", MPI_SUCCESS);
+        }
     }
     t->id = n;
     t->n = 0;
@@ -50,7 +55,7 @@ int pcoll_tokens_send(pcoll_t *c, uint64_t n)
     return PCOLL_OK;
 }
 
-/* Free the batches whose sends all completed. */
+/* Move the batches whose sends all completed to the free list. */
 static int reap_sent(pcoll_t *c)
 {
     struct pcoll_tokens **p = &c->token_out;
@@ -60,8 +65,8 @@ static int reap_sent(pcoll_t *c)
         if (done) {
             struct pcoll_tokens *t = *p;
             *p = t->next;
-            free(t->reqs);
-            free(t);
+            t->next = c->token_free;
+            c->token_free = t;
         } else {
             p = &(*p)->next;
         }
@@ -115,12 +120,21 @@ int pcoll_tokens_drain(pcoll_t *c)
         PCOLL_MPI(c, MPI_Cancel(&c->token_reqs[peer]));
         PCOLL_MPI(c, MPI_Wait(&c->token_reqs[peer], MPI_STATUS_IGNORE));
     }
-    while (c->token_out) {
-        struct pcoll_tokens *t = c->token_out;
+    for (struct pcoll_tokens *t = c->token_out; t; t = t->next)
         PCOLL_MPI(c, MPI_Waitall(t->n, t->reqs, MPI_STATUSES_IGNORE));
-        c->token_out = t->next;
-        free(t->reqs);
-        free(t);
-    }
     return PCOLL_OK;
+}
+
+void pcoll_tokens_free(pcoll_t *c)
+{
+    struct pcoll_tokens *lists[] = {c->token_out, c->token_free};
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]) {
+            struct pcoll_tokens *t = lists[i];
+            lists[i] = t->next;
+            free(t->reqs);
+            free(t);
+        }
+    }
+    c->token_out = c->token_free = NULL;
 }

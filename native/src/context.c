@@ -39,6 +39,7 @@ static const struct pcoll_kind_ops *kind_ops(int kind)
 
 static void free_context(pcoll_t *c)
 {
+    pcoll_tokens_free(c);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
     for (size_t i = 0; i < c->results_cap; i++) free(c->results[i].data);

@@ -124,7 +124,8 @@ struct pcoll {
     MPI_Request *token_reqs;    /* a standing receive of activation tokens from each peer (size entries) */
     uint64_t *token_in;
     int *token_done;            /* scratch for MPI_Testsome */
-    struct pcoll_tokens *token_out;
+    struct pcoll_tokens *token_out;  /* batches in flight */
+    struct pcoll_tokens *token_free; /* completed batches, for reuse (no allocation per round) */
     uint64_t *tokens_sent, *tokens_received;  /* per peer, to drain in close */
 
     pcoll_round *records;
@@ -148,6 +149,7 @@ int pcoll_tokens_init(pcoll_t *c);
 int pcoll_tokens_send(pcoll_t *c, uint64_t n);
 int pcoll_tokens_poll(pcoll_t *c, int *did);
 int pcoll_tokens_drain(pcoll_t *c);
+void pcoll_tokens_free(pcoll_t *c);
 
 /* allreduce.c */
 int pcoll_schedule_build(pcoll_t *c, const int *members, int m);
