@@ -70,18 +70,22 @@ class ComputeTimes:
             for worker, factor in self.imbalance.factors.items():
                 self.factors[worker] = factor
 
-    def row(self, n: int) -> np.ndarray:
-        """The compute times of all workers at iteration ``n``."""
+    def row(self, n: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The compute times of all workers at iteration ``n`` (written into ``out`` when given)."""
+        if out is None:
+            out = np.empty(self.workers)
         if self.trace is not None:
-            return self.trace[n % len(self.trace)].copy()
+            out[:] = self.trace[n % len(self.trace)]
+            return out
         if self.compute.dist == "constant":
-            times = np.full(self.workers, self.compute.mean)
+            out.fill(self.compute.mean)
         else:
-            times = _draw_base(self.compute, _stream(self.seed, n, _BASE), self.workers)
-        times *= self.factors
-        if self.imbalance.kind == "random-delay":
-            times[self.slow_workers(n)] += self.imbalance.delay
-        return times
+            out[:] = _draw_base(self.compute, _stream(self.seed, n, _BASE), self.workers)
+        if self.imbalance.kind == "persistent":
+            out *= self.factors
+        elif self.imbalance.kind == "random-delay":
+            out[self.slow_workers(n)] += self.imbalance.delay
+        return out
 
     def slow_workers(self, n: int) -> np.ndarray:
         """Workers delayed at iteration ``n`` by random-delay imbalance (sorted; empty for other kinds)."""
@@ -92,8 +96,10 @@ class ComputeTimes:
         k = int(rng.integers(lo, hi + 1))
         return np.sort(rng.choice(self.workers, size=k, replace=False))
 
-    def block(self, n0: int, n1: int) -> np.ndarray:
-        """Compute times of iterations ``n0 .. n1-1`` as an (n1 - n0) x workers matrix."""
-        if self.trace is not None:
-            return self.trace[np.arange(n0, n1) % len(self.trace)]
-        return np.stack([self.row(n) for n in range(n0, n1)]) if n1 > n0 else np.empty((0, self.workers))
+    def block(self, n0: int, n1: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Compute times of iterations ``n0 .. n1-1`` as an (n1 - n0) x workers matrix (``out`` when given)."""
+        if out is None:
+            out = np.empty((max(n1 - n0, 0), self.workers))
+        for k, n in enumerate(range(n0, n1)):
+            self.row(n, out[k])
+        return out

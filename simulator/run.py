@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -49,14 +49,15 @@ class _Tables:
         self.writer, self.keep, self.tally, self.schedule = writer, keep, tally, schedule
         self._rows: dict[str, list[tuple]] = {"iterations": [], "rounds": []}
 
-    def iterations(self, columns: dict[str, Any]) -> None:
+    def iterations(self, columns: Mapping[str, Any]) -> None:
+        """A block of rows; its arrays may be views the engine reuses, so what is kept is copied."""
         if "iterations" in self.keep:
-            self.writer.add_block("iterations", columns)
+            self.writer.add_block("iterations", {name: np.array(columns[name]) for name in SCHEMAS["iterations"].names})
         self.tally.add(columns)
         if self.schedule is not None:
             self.schedule.add_iterations(columns)
 
-    def rounds(self, columns: dict[str, Any]) -> None:
+    def rounds(self, columns: Mapping[str, Any]) -> None:
         if "rounds" in self.keep:
             self.writer.add_block("rounds", columns)
         if self.schedule is not None:

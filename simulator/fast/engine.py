@@ -11,17 +11,18 @@ the caller only aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
+from analysis.runfolder import SCHEMAS
 from simulator.algorithms import make
 from simulator.algorithms.lsgd import Lsgd
 from simulator.fast import kernels as K
 from simulator.imbalance import ComputeTimes
 from simulator.scenario import Scenario
 
-RowsCallback = Callable[[dict[str, np.ndarray]], None]
+RowsCallback = Callable[[Mapping[str, np.ndarray]], None]
 _LATE = {"accumulate": K.ACCUMULATE, "drop": K.DROP, "deposit": K.DEPOSIT}
 SUPPORTED = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
 
@@ -31,65 +32,96 @@ def supports(scenario: Scenario) -> bool:
     return scenario.algorithm.name in SUPPORTED
 
 
+class _Block(Mapping):
+    """The final rows of iterations [first, last) as lazily built columns (iteration-major): views into the window's
+    buffers, valid until the window slides, so a consumer that only aggregates copies nothing."""
+
+    def __init__(self, window: _Window, last: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+        count = last - window.base
+        self.first, self.last, self.workers, self._version = window.base, last, window.workers, version
+        self._columns = {"t_start": window.start[:count].ravel(), "t_post": window.post[:count].ravel(),
+                         "t_done": window.done[:count].ravel(), "round": window.round[:count].ravel(),
+                         "fresh": window.fresh[:count].ravel()}
+
+    def __len__(self) -> int:
+        return len(SCHEMAS["iterations"].names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SCHEMAS["iterations"].names)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        c = self._columns
+        if name not in c:
+            if name == "worker":
+                c[name] = np.tile(np.arange(self.workers, dtype=np.int64), self.last - self.first)
+            elif name == "iteration":
+                c[name] = np.repeat(np.arange(self.first, self.last, dtype=np.int64), self.workers)
+            elif name == "compute":
+                c[name] = c["t_post"] - c["t_start"]
+            elif name == "wait":
+                c[name] = c["t_done"] - c["t_post"]
+            elif name == "model_version":
+                c[name] = self._version(self["iteration"], c["round"])
+            elif name == "staleness":
+                c[name] = np.where(c["round"] >= 0, c["round"] - self["model_version"], -1)
+            else:
+                raise KeyError(name)
+        return c[name]
+
+
 class _Window:
     """Row buffers and compute times for iterations [base, base + size), slid forward as rows become final."""
 
     def __init__(self, compute: ComputeTimes, iterations: int, size: int):
         self.compute, self.iterations, self.workers = compute, iterations, compute.workers
-        self.base = 0
-        self.size = size
-        self.times = compute.block(0, min(size, iterations))
+        self.base, self.size = 0, size
         self._allocate(size)
+        self._fill(0, min(size, iterations))
 
     def _allocate(self, size: int) -> None:
         shape = (size, self.workers)
         self.start, self.post, self.done = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         self.round = np.full(shape, -1, dtype=np.int64)
         self.fresh = np.zeros(shape, dtype=np.bool_)
-        if len(self.times) < size:
-            self.times = np.concatenate([self.times, np.zeros((size - len(self.times), self.workers))])
+        self.times = np.zeros(shape)
 
-    def rows(self, final: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
-        """Columns of the rows of iterations [base, final) (iteration-major)."""
-        count = final - self.base
-        P = self.workers
-        iteration = np.repeat(np.arange(self.base, final, dtype=np.int64), P)
-        rnd = self.round[:count].ravel().copy()
-        model_version = version(iteration, rnd)
-        start, post, done = (a[:count].ravel().copy() for a in (self.start, self.post, self.done))
-        return {"worker": np.tile(np.arange(P, dtype=np.int64), count), "iteration": iteration, "t_start": start,
-                "t_post": post, "t_done": done, "compute": post - start, "wait": done - post, "round": rnd,
-                "model_version": model_version, "staleness": np.where(rnd >= 0, rnd - model_version, -1),
-                "fresh": self.fresh[:count].ravel().copy()}
+    def _fill(self, first: int, last: int) -> None:
+        """Compute times of iterations [first, last) into the window."""
+        if last > first:
+            self.compute.block(first, last, out=self.times[first - self.base:last - self.base])
 
     def slide(self, final: int) -> None:
-        """Drop the final rows [base, final); double the window when none could be dropped."""
+        """Drop the final rows [base, final) and move the rest to the front; double the window when none could be
+        dropped."""
         shift = final - self.base
         keep = self.size - shift
-        old = (self.start, self.post, self.done, self.round, self.fresh, self.times)
-        self.size = self.size if shift > 0 else 2 * self.size
-        self.times = np.zeros((0, self.workers))
-        self._allocate(self.size)
-        for new, previous in zip((self.start, self.post, self.done, self.round, self.fresh, self.times), old,
-                                 strict=True):
-            new[:keep] = previous[shift:]
+        buffers = (self.start, self.post, self.done, self.round, self.fresh, self.times)
+        if shift == 0:
+            self.size *= 2
+            self._allocate(self.size)
+        for new, old in zip((self.start, self.post, self.done, self.round, self.fresh, self.times), buffers,
+                            strict=True):
+            new[:keep] = old[shift:].copy() if shift else old
+        if shift:
+            self.round[keep:] = -1
+            self.fresh[keep:] = False
         self.base = final
-        have, end = min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations)
-        if end > have:
-            self.times[have - self.base:end - self.base] = self.compute.block(have, end)
+        self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
 
 
 class FastEngine:
     """Runs one scenario; ``rows(columns)`` receives final iteration rows, ``rounds(columns)`` round rows."""
 
     def __init__(self, scenario: Scenario, rows: RowsCallback, rounds: RowsCallback,
-                 progress: Callable[[int], None] | None = None, window: int = 64):
+                 progress: Callable[[int], None] | None = None, window: int | None = None):
         self.scenario = scenario
         self.P, self.N = scenario.workers, scenario.iterations
         self.algorithm = make(scenario, None)
         self.emit_rows, self.emit_rounds, self.progress = rows, rounds, progress
         self.compute = ComputeTimes(scenario)
-        self.window_size = window
+        # enough iterations per window to amortise the sweeps, few enough to keep it under ~100 MB
+        self.window_size = window or max(64, 4 * getattr(self.algorithm, "stride", 1),
+                                         min(2048, 2**21 // self.P))
 
     def run(self) -> None:
         if isinstance(self.algorithm, Lsgd):
@@ -99,7 +131,7 @@ class FastEngine:
 
     def _flush(self, window: _Window, final: int, version) -> None:
         if final > window.base:
-            self.emit_rows(window.rows(final, version))
+            self.emit_rows(_Block(window, final, version))
             if self.progress is not None:
                 self.progress((final - window.base) * self.P)
 

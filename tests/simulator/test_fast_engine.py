@@ -17,7 +17,11 @@ from tests.helpers import run_tables, scenario
 
 def fast_tables(s, window=16):
     iterations, rounds = [], []
-    FastEngine(s, iterations.append, rounds.append, window=window).run()
+
+    def keep(block):  # the engine's blocks are views valid during the call
+        iterations.append({name: np.array(block[name]) for name in SCHEMAS["iterations"].names})
+
+    FastEngine(s, keep, rounds.append, window=window).run()
     it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
     r = (pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names] if rounds
          else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names}))
