@@ -24,9 +24,9 @@ from analysis.errors import UserError
 
 INT, FLOAT, BOOL, STR = pa.int64(), pa.float64(), pa.bool_(), pa.string()
 SCHEMAS: dict[str, pa.Schema] = {
-    "iterations": pa.schema([("worker", INT), ("iteration", INT), ("t_start", FLOAT), ("t_post", FLOAT), ("t_done", FLOAT),
-                             ("compute", FLOAT), ("wait", FLOAT), ("round", INT), ("model_version", INT), ("staleness", INT),
-                             ("fresh", BOOL)]),
+    "iterations": pa.schema([("worker", INT), ("iteration", INT), ("t_start", FLOAT), ("t_post", FLOAT),
+                             ("t_done", FLOAT), ("compute", FLOAT), ("wait", FLOAT), ("round", INT),
+                             ("model_version", INT), ("staleness", INT), ("fresh", BOOL)]),
     "rounds": pa.schema([("round", INT), ("kind", STR), ("initiator", INT), ("t_trigger", FLOAT), ("t_done", FLOAT),
                          ("contributors", INT), ("fresh", INT), ("group", INT)]),
     "evals": pa.schema([("t", FLOAT), ("iteration", INT), ("worker", INT), ("loss", FLOAT), ("accuracy", FLOAT)]),

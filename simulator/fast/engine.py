@@ -190,7 +190,7 @@ class FastEngine:
             self._flush(window, final, version)
             window.slide(final)
         if total * stride < self.N:
-            if self.N > window.base + window.size:
+            if window.base + window.size < self.N:
                 self._flush(window, total * stride, version)
                 window.slide(total * stride)
             K.local_tail(t_start, window.times, window.start, window.post, window.done, window.round, window.fresh,
