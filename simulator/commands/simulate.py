@@ -12,17 +12,13 @@ from tqdm import tqdm
 from analysis.errors import UserError
 from analysis.metrics import Summary, summarize
 from analysis.runfolder import load_run
-from simulator.catalog import example_path
+from simulator.commands import load_scenario, scenario_arguments
 from simulator.run import simulate
-from simulator.scenario import ALGORITHMS, Scenario, load
+from simulator.scenario import ALGORITHMS, Scenario
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("scenario", nargs="?", type=Path, help="scenario file (TOML)")
-    source.add_argument("--example", metavar="NAME", help="a shipped example (see: stragglerlab examples)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key, e.g. --set cluster.workers=256 (repeatable)")
+    scenario_arguments(parser, "override a scenario key, e.g. --set cluster.workers=256 (repeatable)")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR",
                         help="run folder (with --compare: a folder holding one run folder per algorithm); "
                              "default runs/<scenario name>")
@@ -88,9 +84,7 @@ def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = example_path(args.example) if args.example else args.scenario
-    engine = [f"engine={args.engine}"] if args.engine else []
-    scenario = load(path, args.overrides + engine)
+    scenario = load_scenario(args, *([f"engine={args.engine}"] if args.engine else []))
     tables = () if args.summary_only else tuple(t for t in args.tables.split(",") if t)
     if set(tables) - {"iterations", "rounds"}:
         raise UserError(f"--tables {args.tables}: must be a comma-separated list from iterations, rounds")

@@ -13,8 +13,7 @@ import pandas as pd
 from analysis.collection import summary_table
 from analysis.compare import aggregate
 from analysis.runfolder import load_run
-from simulator.catalog import example_path
-from simulator.scenario import load
+from simulator.commands import load_scenario, scenario_arguments
 from simulator.sweep import cells, mpi_world_size, parse_grid, sweep
 
 #: the metrics of the printed summary
@@ -22,11 +21,7 @@ SHOWN = ("samples_per_s", "mean_iteration", "wait_fraction", "mean_staleness", "
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("scenario", nargs="?", type=Path, help="scenario file (TOML)")
-    source.add_argument("--example", metavar="NAME", help="a shipped example (see: stragglerlab examples)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key for every cell (repeatable)")
+    scenario_arguments(parser, "override a scenario key for every cell (repeatable)")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="a scenario key and its values (repeatable: the cross product), e.g. "
                              "--grid algorithm.name=sync,eager-solo --grid cluster.workers=64,256")
@@ -48,8 +43,7 @@ def format_summary(table: pd.DataFrame, keys: list[str], seeds: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    path = example_path(args.example) if args.example else args.scenario
-    base = load(path, args.overrides)
+    base = load_scenario(args)
     grid = parse_grid(args.grid)
     all_cells = cells(base, grid, args.seeds)
     counts = sweep(all_cells, args.output, max(args.jobs, 1), args.mpi or mpi_world_size() > 1)

@@ -53,15 +53,7 @@ def round_kernel(state, t_start, first_post, pend_n, pend_t, pend_head, pend_len
         call = first + stride - 1
         # local steps (local SGD), then the post of call m
         for i in range(P):
-            t = t_start[i]
-            for n in range(first, call):
-                k = n - base
-                r_start[k, i] = t
-                t = t + compute[k, i]
-                r_post[k, i] = t
-                r_done[k, i] = t
-                r_round[k, i] = m
-                r_fresh[k, i] = True
+            t = _local_steps(i, t_start[i], first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
             k = call - base
             r_start[k, i] = t
             posts[i] = t + compute[k, i]
@@ -135,19 +127,25 @@ def round_kernel(state, t_start, first_post, pend_n, pend_t, pend_head, pend_len
 
 
 @njit(cache=True)
+def _local_steps(i, t, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
+    """Worker i's iterations [first, last) as local steps from time t, released at once; returns the end time."""
+    for n in range(first, last):
+        k = n - base
+        r_start[k, i] = t
+        t = t + compute[k, i]
+        r_post[k, i] = t
+        r_done[k, i] = t
+        r_round[k, i] = carried_by
+        r_fresh[k, i] = carried_by >= 0
+    return t
+
+
+@njit(cache=True)
 def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
     for i in range(t_start.shape[0]):
-        t = t_start[i]
-        for n in range(first, last):
-            k = n - base
-            r_start[k, i] = t
-            t = t + compute[k, i]
-            r_post[k, i] = t
-            r_done[k, i] = t
-            r_round[k, i] = -1
-            r_fresh[k, i] = False
-        t_start[i] = t
+        t_start[i] = _local_steps(i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round,
+                                  r_fresh, -1)
 
 
 @njit(cache=True)
