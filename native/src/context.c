@@ -15,7 +15,7 @@
  * threads) it waits for, which matters most where ranks outnumber cores. */
 #define WAIT_SPIN_S 50e-6
 #define WAIT_YIELD_S 200e-6
-enum { WAIT_SLEEP_CAP_NS = 100000 };
+enum { WAIT_SLEEP_CAP_NS = 20000 };
 
 void pcoll_options_default(pcoll_options *opt)
 {
