@@ -24,7 +24,8 @@ def bench_scenario(args: argparse.Namespace, algorithm: str, model: str):
                       "workload": {"model": model, "params": args.dimension, "dimension": args.dimension,
                                    "batch": args.batch, "samples": args.samples},
                       "evals": {"every_iterations": args.every},
-                      "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64}})
+                      "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64,
+                                    "lr": args.lr}})
 
 
 def seconds(scenario, folder: Path) -> float:
@@ -40,11 +41,12 @@ def main() -> None:
     parser.add_argument("--dimension", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--samples", type=int, default=8192)
+    parser.add_argument("--lr", type=float, default=0.005, help="stable for single-worker steps: < 2·batch/d")
     parser.add_argument("--every", type=int, default=100, help="evals.every_iterations")
     args = parser.parse_args()
     total = args.workers * args.iterations
     print(f"# hyperplane d={args.dimension}, {args.workers} workers x {args.iterations} iterations, batch "
-          f"{args.batch}, {args.samples} samples, evals every {args.every} iterations")
+          f"{args.batch}, {args.samples} samples, lr {args.lr}, evals every {args.every} iterations")
     print(f"{'algorithm':<15} {'off [s]':>8} {'off it/s':>10} {'on [s]':>8} {'on it/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in ALGORITHMS:
