@@ -3,11 +3,13 @@
 Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n + 1 and slot P + r = 1, so each
 result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between
 post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned
-(and its rounds table) to DIR/rank<r>.npz for the checks in the test process.
+(and its rounds table) to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run
+one collective per communicator of a split (color = world rank mod split), all at once.
 """
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -28,9 +30,12 @@ def main() -> None:
     parser.add_argument("--ring-min-bytes", type=int, default=0)
     parser.add_argument("--max-delay", type=float, default=0.001, help="seconds; uniform random sleep per call")
     parser.add_argument("--straggler-delay", type=float, default=0.0, help="rank 0 sleeps this before each post")
+    parser.add_argument("--split", type=int, default=1, help="run on COMM_WORLD split into this many communicators")
     args = parser.parse_args()
 
-    comm = MPI.COMM_WORLD
+    world = MPI.COMM_WORLD
+    color = world.Get_rank() % args.split
+    comm = world.Split(color, world.Get_rank()) if args.split > 1 else world
     rank, size = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng([args.seed, rank])
     n_calls = args.rounds
@@ -72,8 +77,10 @@ def main() -> None:
             kinds.append(info.kind)
             masks[n] = info.mask
         table = coll.rounds()
+    folder = Path(args.out) / str(color)
+    folder.mkdir(exist_ok=True)
     np.savez(
-        f"{args.out}/rank{rank}.npz",
+        folder / f"rank{rank}.npz",
         out=outs,
         kind=np.array(kinds),
         mask=masks,

@@ -56,8 +56,8 @@ def is_sync(config: dict, n: int) -> bool:
     return config["kind"] == "sync" or (k > 0 and n % k == k - 1)
 
 
-def load(folder: Path, size: int) -> list[dict]:
-    return [dict(np.load(folder / f"rank{r}.npz")) for r in range(size)]
+def load(folder: Path, size: int, color: int = 0) -> list[dict]:
+    return [dict(np.load(folder / str(color) / f"rank{r}.npz")) for r in range(size)]
 
 
 def integer_sums(res: dict, size: int, config: dict) -> np.ndarray:
@@ -150,7 +150,21 @@ def test_probe(mpirun, tmp_path: Path, name: str, size: int) -> None:
     config = CONFIGS[name]
     args = [f"--{key.replace('_', '-')}={value}" for key, value in config.items()]
     mpirun(size, "probe_worker.py", str(tmp_path), f"--rounds={ROUNDS}", *args, timeout=100)
-    results = load(tmp_path, size)
+    check_probe(load(tmp_path, size), size, config)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_probe_on_split_communicators(mpirun, tmp_path: Path) -> None:
+    """Two collectives at once, on the halves of a split COMM_WORLD (sizes 3 and 2): each is checked on its own."""
+    config = CONFIGS["solo-accumulate"]
+    args = [f"--{key.replace('_', '-')}={value}" for key, value in config.items()]
+    mpirun(5, "probe_worker.py", str(tmp_path), f"--rounds={ROUNDS}", "--split=2", *args, timeout=100)
+    for color, size in ((0, 3), (1, 2)):
+        check_probe(load(tmp_path, size, color), size, config)
+
+
+def check_probe(results: list[dict], size: int, config: dict) -> None:
     for res in results:
         assert np.array_equal(res["round"], np.arange(ROUNDS)), "waits must return rounds 0, 1, 2, ... once each"
         assert len(res["rounds_round"]) >= ROUNDS
