@@ -15,6 +15,8 @@ import numpy as np
 class Shards:
     """Sample indices of (worker, iteration) pairs for P workers of ``batch`` samples each over ``samples``."""
 
+    KEEP = 16
+
     def __init__(self, samples: int, workers: int, batch: int, seed: int):
         self.samples, self.workers, self.batch, self.seed = samples, workers, batch, seed
         self.steps = samples // workers // batch  # batches per worker per epoch
@@ -23,13 +25,15 @@ class Shards:
         self._epochs: dict[int, np.ndarray] = {}
 
     def epoch(self, e: int) -> np.ndarray:
-        """The shuffled train indices of epoch ``e``, cut to a multiple of P (a few epochs are kept)."""
-        perm = self._epochs.get(e)
+        """The shuffled train indices of epoch ``e``, cut to a multiple of P. The :data:`KEEP` epochs used last are
+        kept: free-running workers (LSGD) can be several epochs apart."""
+        perm = self._epochs.pop(e, None)
         if perm is None:
-            if len(self._epochs) >= 4:
-                del self._epochs[min(self._epochs)]
+            if len(self._epochs) >= self.KEEP:
+                del self._epochs[next(iter(self._epochs))]
             rng = np.random.default_rng([self.seed, e, 0x5A4D])
-            perm = self._epochs[e] = rng.permutation(self.samples)[: self.samples // self.workers * self.workers]
+            perm = rng.permutation(self.samples)[: self.samples // self.workers * self.workers]
+        self._epochs[e] = perm  # most recently used last
         return perm
 
     def indices(self, workers: np.ndarray, iterations: np.ndarray) -> np.ndarray:

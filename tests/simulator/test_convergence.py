@@ -9,7 +9,7 @@ import pytest
 from analysis.metrics import summarize, to_target
 from analysis.runfolder import load_run
 from simulator.catalog import example_path
-from simulator.convergence import LOSS_WINDOW, replay
+from simulator.convergence import replay
 from simulator.run import simulate
 from simulator.scenario import load
 from simulator.workloads import load as load_workload
@@ -141,7 +141,7 @@ def test_lsgd_pulls_each_worker_toward_its_leaders_chosen_by_running_mean_loss()
     for (m, (X, mean)), (_, W) in zip(seen["exchange"], seen["round"], strict=True):
         for j in range(s.workers):
             mine = it[(it["worker"] == j) & (it["round"] >= 0) & (it["round"] <= m)]["iteration"]
-            assert mean[j] == pytest.approx(losses[j, mine.to_numpy()[-LOSS_WINDOW:]].mean())
+            assert mean[j] == pytest.approx(losses[j, mine.to_numpy()[-10:]].mean())
         node = np.arange(s.workers) // 3
         local = np.array([3 * k + np.argmin(mean[3 * k: 3 * k + 3]) for k in node])
         expected = X - 0.3 * (X - X[local])
