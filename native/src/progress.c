@@ -154,10 +154,12 @@ static int finish_round(pcoll_t *c)
 int pcoll_progress(pcoll_t *c, int *did)
 {
     if (c->failed) return c->failed;
-    int rc = pcoll_tokens_poll(c, did);
+    int rc = PCOLL_OK;
     while (rc == PCOLL_OK) {
         if (!c->in_round) {
-            if (!can_start(c, c->cur)) break;
+            /* Tokens matter only to decide whether the next round may start: no polling them mid-round. */
+            if (!can_start(c, c->cur)) rc = pcoll_tokens_poll(c, did);
+            if (rc || !can_start(c, c->cur)) break;
             rc = start_round(c);
             *did = 1;
             continue;
