@@ -92,9 +92,10 @@ class Evaluations:
 
     def __init__(self, scenario: Scenario, workload):
         e = scenario.evals
-        self.workload, self.every_s, self.every_it, self.replicas = workload, e.every_seconds, \
-            e.every_iterations, e.replicas
-        self.next_s, self.next_it, self.last = e.every_seconds, e.every_iterations, None
+        self.workload, self.replicas = workload, e.replicas
+        self.every_s, self.every_it = e.every_seconds, e.every_iterations
+        self.next_s, self.next_it = e.every_seconds, e.every_iterations
+        self.last: tuple[float, int] | None = None  # (t, iteration) of the last evaluation
 
     def rows(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
         self.last = (t, iteration)

@@ -169,3 +169,21 @@ def test_solo_reaches_the_sync_final_loss_sooner_on_the_injection_example(tmp_pa
 def test_timing_only_runs_write_no_evals(tmp_path):
     run = load_run(simulate(scenario(), tmp_path / "run"))
     assert run.evals.empty and np.isnan(summarize(run).final_loss)
+
+
+def test_evals_at_intervals_of_simulated_time_and_of_iterations_and_per_replica():
+    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "wagma", "algorithm.group_size": 2,
+                    "evals.every_iterations": 0,
+                    "evals.every_seconds": 1.0, "evals.replicas": True})
+    it, rounds = run_tables(s)
+    rows = list(replay(s, load_workload(s), it, rounds))
+    averaged = [r for r in rows if r[2] == -1]
+    assert sorted({r[2] for r in rows}) == list(range(-1, s.workers))
+    assert len(rows) == len(averaged) * (s.workers + 1)
+    times = [t for t, *_ in averaged]
+    assert times[0] == 0 and times[-1] == it["t_done"].max() and averaged[-1][1] == s.iterations
+    done = rounds["t_done"].tolist()
+    crossing = [t for before, t in zip([0.0] + done, done, strict=False) if int(t) > int(before)]
+    assert times[1:-1] == crossing  # the first round completing past each whole second
+    by_iterations = s.replace(**{"evals.every_seconds": 0, "evals.every_iterations": 7, "evals.replicas": False})
+    assert [r[1] for r in replay(by_iterations, load_workload(s), it, rounds)] == [0, 7, 14, 21, 28, 30]
