@@ -14,17 +14,25 @@
 
 #include "pcoll.h"
 
-static int run_sync(MPI_Comm comm, size_t count, size_t ring_min_bytes, int rounds)
+static int rank, size;
+
+/* A handle of the given kind on MPI_COMM_WORLD (NULL on failure). */
+static pcoll_t *create(int kind, size_t count, size_t ring_min_bytes, int group_size)
 {
-    int rank, size, errs = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
     pcoll_options opt;
     pcoll_options_default(&opt);
-    opt.kind = PCOLL_SYNC;
+    opt.kind = kind;
     opt.ring_min_bytes = ring_min_bytes;
+    opt.group_size = group_size;
     pcoll_t *c = NULL;
-    if (pcoll_create(MPI_Comm_c2f(comm), count, &opt, &c) != PCOLL_OK) return 1;
+    return pcoll_create(MPI_Comm_c2f(MPI_COMM_WORLD), count, &opt, &c) == PCOLL_OK ? c : NULL;
+}
+
+static int run_sync(size_t count, size_t ring_min_bytes, int rounds)
+{
+    int errs = 0;
+    pcoll_t *c = create(PCOLL_SYNC, count, ring_min_bytes, 2);
+    if (!c) return 1;
     float *x = malloc(count * sizeof *x), *out = malloc(count * sizeof *out);
     for (int n = 0; n < rounds; n++) {
         for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1 + (int)(i % 7) + n);
@@ -50,21 +58,15 @@ static int in_group(int i, int j, int n, int size, int group_size)
     return i / (base * group_size) == j / (base * group_size) && i % base == j % base;
 }
 
-static int run_wagma(MPI_Comm comm, int group_size, int rounds)
+static int run_wagma(int group_size, int rounds)
 {
-    int rank, size, errs = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    pcoll_options opt;
-    pcoll_options_default(&opt);
-    opt.kind = PCOLL_WAGMA;
-    opt.group_size = group_size;
-    pcoll_t *c = NULL;
-    if (pcoll_create(MPI_Comm_c2f(comm), (size_t)size, &opt, &c) != PCOLL_OK) return 1;
+    int errs = 0;
+    pcoll_t *c = create(PCOLL_WAGMA, (size_t)size, 0, group_size);
+    if (!c) return 1;
     float *x = calloc((size_t)size, sizeof *x), *out = malloc((size_t)size * sizeof *out);
     for (int n = 0; n < rounds; n++) {
         x[rank] = 1.0f;
-        MPI_Barrier(comm); /* from round 1 on, every rank has a model (its call 0) before any round starts */
+        MPI_Barrier(MPI_COMM_WORLD); /* from round 1 on, every rank has a model (its call 0) before any round starts */
         pcoll_round rec;
         if (pcoll_post(c, x) != PCOLL_OK || pcoll_wait(c, out, &rec, NULL, NULL) != PCOLL_OK) return errs + 1;
         for (int j = 0; n > 0 && j < size; j++)
@@ -77,17 +79,18 @@ static int run_wagma(MPI_Comm comm, int group_size, int rounds)
 
 int main(int argc, char **argv)
 {
-    int provided, rank, errs = 0, total = 0;
+    int provided, errs = 0, total = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
     const size_t counts[] = {1, 3, 1000, 70000};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
-        errs += run_sync(MPI_COMM_WORLD, counts[k], 0, 20);
-        errs += run_sync(MPI_COMM_WORLD, counts[k], 1, 20);
-        errs += run_sync(MPI_COMM_WORLD, counts[k], (size_t)1 << 40, 20);
+        errs += run_sync(counts[k], 0, 20);
+        errs += run_sync(counts[k], 1, 20);
+        errs += run_sync(counts[k], (size_t)1 << 40, 20);
     }
-    errs += run_wagma(MPI_COMM_WORLD, 2, 12);
-    errs += run_wagma(MPI_COMM_WORLD, 3, 12);
+    errs += run_wagma(2, 12);
+    errs += run_wagma(3, 12);
     MPI_Reduce(&errs, &total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) printf(total ? " Found %d errors\n" : " No Errors\n", total);
     MPI_Finalize();
