@@ -93,7 +93,7 @@ class TorchWorkload:
             loss = self.loss(model(x), t)
             loss.backward()
             grads[k] = np.concatenate([p.grad.detach().double().numpy().ravel() for p in self.params])
-            losses[k] = float(loss)
+            losses[k] = loss.item()
         return grads, losses
 
     def evaluate(self, w: np.ndarray) -> tuple[float, float]:

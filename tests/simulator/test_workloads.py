@@ -3,6 +3,8 @@ bridge's one-line errors."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,22 @@ def test_torch_workload_errors_are_one_line():
     assert "\n" not in str(err.value)
     with pytest.raises(ScenarioError, match="must be none, hyperplane"):
         scenario(**{"workload.model": "resnet"})
+
+
+def test_torch_workload_trains_through_the_bridge(tmp_path):
+    pytest.importorskip("torch")
+    from analysis.runfolder import load_run
+    from simulator.run import simulate
+
+    s = scenario(**{"workload.model": "tests.simulator.torch_task:tiny", "workload.batch": 8, "cluster.workers": 4,
+                    "iterations": 30, "algorithm.name": "eager-solo", "algorithm.lr": 0.2})
+    run = load_run(simulate(s, tmp_path / "run"))
+    assert run.meta["scenario"]["workload"]["params"] == 4 * 2 + 2
+    ev = run.evals[run.evals["worker"] == -1]
+    assert ev["loss"].iloc[-1] < 0.5 * ev["loss"].iloc[0] and ev["accuracy"].iloc[-1] > 0.9
+
+
+def test_without_torch_a_torch_workload_is_a_one_line_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    with pytest.raises(ScenarioError, match="needs torch, which is not installed"):
+        load(scenario(**{"workload.model": "tests.simulator.torch_task:tiny"}))
