@@ -109,22 +109,30 @@ class Engine:
             block = self._blocks[b] = self.compute.block(b * _BLOCK, min((b + 1) * _BLOCK, self.iterations))
         return float(block[n - b * _BLOCK, i])
 
+    def _start(self, i: int, n: int) -> Call:
+        """Worker ``i`` starts iteration ``n`` now."""
+        self._iteration[i] = n
+        call = Call(i, n, self.env.now, self.applied[i])
+        self._open[i].append(call)
+        return call
+
     def _worker(self, i: int):
         env = self.env
-        for n in range(self.iterations):
-            self._iteration[i] = n
-            call = Call(i, n, env.now, self.applied[i])
-            self._open[i].append(call)
-            yield env.timeout(self.compute_time(n, i))
+        call = self._start(i, 0)
+        yield env.timeout(self.compute_time(0, i))
+        while call is not None:
             call.t_post = env.now
             call.done = env.event()
-            if not self._posted:
-                self.at(0.0, POSTS, self._resolve_posts)
-            self._posted.append(call)
-            yield call.done
+            if not self._posted and env.peek() > env.now:
+                self.algorithm.post(call)  # nothing else happens at this instant: no order to resolve
+            else:
+                if not self._posted:
+                    self.at(0.0, POSTS, self._resolve_posts)
+                self._posted.append(call)
+            call = yield call.done  # released, and done computing the next iteration (None after the last)
             self._emit(i)
-        for call in self._open[i]:
-            call.final = True
+        for done in self._open[i]:
+            done.final = True
         self._emit(i)
 
     def _resolve_posts(self) -> None:
@@ -143,11 +151,19 @@ class Engine:
             self.progress(emitted)
 
     def release(self, call: Call, applied: bool = True) -> None:
-        """Return ``call`` to its worker now; ``applied``: it returns with a round's result to apply."""
+        """Return ``call`` to its worker now; ``applied``: it returns with a round's result to apply.
+
+        The worker starts its next iteration at once, so one event wakes it when that iteration's compute ends
+        (rather than one now and one then)."""
         call.t_done = self.env.now
+        i = call.worker
         if applied:
-            self.applied[call.worker] += 1
-        call.done.succeed()
+            self.applied[i] += 1
+        n = call.iteration + 1
+        following = self._start(i, n) if n < self.iterations else None
+        done = call.done
+        done._ok, done._value = True, following
+        self.env.schedule(done, NORMAL, self.compute_time(n, i) if following is not None else 0.0)
 
     def at(self, delay: float, priority: int, action: Callable[[], None]) -> None:
         """Run ``action`` after ``delay`` seconds, ordered among the instant's events by ``priority``."""
