@@ -164,3 +164,32 @@ def test_auto_picks_the_fast_engine_and_summary_only_keeps_no_table(tmp_path):
     assert full.meta["engine"] == "fast" and bare.iterations.empty and bare.rounds.empty
     assert summarize(bare) == summarize(full)
     assert load_run(simulate(s, tmp_path / "rounds", tables=("rounds",))).rounds.equals(full.rounds)
+
+
+def test_summary_only_memory_does_not_grow_with_iterations(tmp_path):
+    import tracemalloc
+
+    from simulator.run import simulate
+
+    def peak(iterations):
+        s = scenario(iterations=iterations, **{"cluster.workers": 20_000, "algorithm.name": "eager-solo",
+                                               "imbalance.kind": "random-delay"})
+        tracemalloc.start()
+        simulate(s, tmp_path / str(iterations), tables=())
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    short, long = peak(400), peak(1600)  # both far longer than the engine's window (about 100 iterations here)
+    assert long < 1.3 * short, (short, long)  # a table would take 4x more
+
+
+def test_convergence_is_the_same_on_both_engines(tmp_path):
+    from analysis.runfolder import load_run
+    from simulator.run import simulate
+
+    s = scenario(iterations=30, **{"algorithm.name": "eager-solo", "workload.model": "hyperplane",
+                                   "imbalance.kind": "random-delay", "evals.every_iterations": 5})
+    ref = load_run(simulate(s.replace(engine="reference"), tmp_path / "r")).evals
+    fast = load_run(simulate(s.replace(engine="fast"), tmp_path / "f")).evals
+    assert len(ref) > 3 and ref.equals(fast)
