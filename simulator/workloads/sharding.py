@@ -15,7 +15,7 @@ import numpy as np
 class Shards:
     """Sample indices of (worker, iteration) pairs for P workers of ``batch`` samples each over ``samples``."""
 
-    KEEP = 16
+    KEEP_ENTRIES = 1 << 22  # indices kept over all cached epochs (32 MiB)
 
     def __init__(self, samples: int, workers: int, batch: int, seed: int):
         self.samples, self.workers, self.batch, self.seed = samples, workers, batch, seed
@@ -23,13 +23,14 @@ class Shards:
         if self.steps < 1:
             raise ValueError(f"{samples} training samples cannot give {workers} workers a batch of {batch} each")
         self._epochs: dict[int, np.ndarray] = {}
+        self.keep = max(16, self.KEEP_ENTRIES // samples)  # epochs cached
 
     def epoch(self, e: int) -> np.ndarray:
-        """The shuffled train indices of epoch ``e``, cut to a multiple of P. The :data:`KEEP` epochs used last are
-        kept: free-running workers (LSGD) can be several epochs apart."""
+        """The shuffled train indices of epoch ``e``, cut to a multiple of P. The epochs used last are kept (at least
+        16, as many as fit :data:`KEEP_ENTRIES`): free-running LSGD workers can be tens of epochs apart."""
         perm = self._epochs.pop(e, None)
         if perm is None:
-            if len(self._epochs) >= self.KEEP:
+            if len(self._epochs) >= self.keep:
                 del self._epochs[next(iter(self._epochs))]
             rng = np.random.default_rng([self.seed, e, 0x5A4D])
             perm = rng.permutation(self.samples)[: self.samples // self.workers * self.workers]
