@@ -41,7 +41,7 @@ class _Progress:
     def __init__(self, scenario: Scenario):
         total = scenario.workers * scenario.iterations
         self.bar = tqdm(total=total, desc=scenario.algorithm.name, unit="it", unit_scale=True, delay=1.0,
-                        leave=False, file=sys.stderr)
+                        leave=False, file=sys.stderr, disable=None)  # None: only on a terminal
         self.step, self.done = max(total // 200, 1), 0
 
     def __call__(self, count: int) -> None:
