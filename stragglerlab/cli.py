@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("simulator.commands.sweep", "simulate the cross product of scenario keys, in parallel, resumably"),
     "plot": ("analysis.commands.plot", "paper-style figures from run folders"),
     "build-native": ("realrun.commands.build_native", "compile the native partial-collective library"),
+    "run": ("realrun.commands.run", "train a scenario for real on MPI ranks (mpiexec, srun or --np) into a run folder"),
+    "calibrate": ("realrun.commands.calibrate", "measure alpha, beta, gamma and compute times: a scenario fragment"),
+    "slurm": ("realrun.commands.slurm", "print an sbatch script that runs a scenario with srun"),
 }
 
 

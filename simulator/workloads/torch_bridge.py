@@ -22,6 +22,8 @@ from simulator.scenario import Scenario, ScenarioError
 from simulator.workloads.sharding import Shards
 
 EVAL_BATCH = 1024
+#: workloads shipped by name (``workload.model = "torch:cnn"``), see :mod:`.torch_models`
+REGISTERED = {"torch:mlp": "simulator.workloads.torch_models:mlp", "torch:cnn": "simulator.workloads.torch_models:cnn"}
 
 
 @dataclass
@@ -35,13 +37,14 @@ class TorchTask:
 
 
 def load_task(name: str, seed: int) -> TorchTask:
-    """Import ``module:function`` and call it with the seed; every failure is a one-line :class:`ScenarioError`."""
+    """Import ``module:function`` (or a :data:`REGISTERED` name) and call it with the seed; every failure is a
+    one-line :class:`ScenarioError`."""
     try:
         import torch  # noqa: F401
     except ImportError:
         raise ScenarioError(f"workload.model = \"{name}\": a torch workload needs torch, which is not installed") \
             from None
-    module_name, _, function = name.partition(":")
+    module_name, _, function = REGISTERED.get(name, name).partition(":")
     try:
         make = getattr(importlib.import_module(module_name), function)
     except (ImportError, AttributeError) as err:
@@ -77,10 +80,6 @@ class TorchWorkload:
 
         vector_to_parameters(self.torch.from_numpy(w).to(self.params[0].dtype), self.params)
 
-    def _batch(self, dataset: Any, indices) -> tuple[Any, Any]:
-        items = [dataset[int(i)] for i in indices]
-        return (self.torch.stack([self.torch.as_tensor(x) for x, _ in items]),
-                self.torch.as_tensor(np.array([t for _, t in items])))
 
     def gradient(self, W: np.ndarray, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         grads, losses = np.empty_like(W), np.empty(len(W))
@@ -89,7 +88,7 @@ class TorchWorkload:
         for k in range(len(W)):
             self._load(W[k])
             model.zero_grad()
-            x, t = self._batch(self.task.train, batches[k])
+            x, t = batch_of(self.task.train, batches[k])
             loss = self.loss(model(x), t)
             loss.backward()
             grads[k] = np.concatenate([p.grad.detach().double().numpy().ravel() for p in self.params])
@@ -97,16 +96,32 @@ class TorchWorkload:
         return grads, losses
 
     def evaluate(self, w: np.ndarray) -> tuple[float, float]:
-        torch, model, test = self.torch, self.task.model, self.task.test
         self._load(w)
-        model.eval()
-        total, correct, classified, n = 0.0, 0, True, len(test)
-        with torch.no_grad():
-            for start in range(0, n, EVAL_BATCH):
-                x, t = self._batch(test, range(start, min(start + EVAL_BATCH, n)))
-                out = model(x)
-                total += float(self.loss(out, t)) * len(t)
-                classified = classified and out.ndim == 2 and out.shape[1] > 1
-                if classified:
-                    correct += int((out.argmax(dim=1) == t).sum())
-        return total / n, correct / n if classified else float("nan")
+        return evaluate(self.task.model, self.task.test, self.loss)
+
+
+def batch_of(dataset: Any, indices, device: Any = None) -> tuple[Any, Any]:
+    """(inputs, targets) of the samples ``indices`` of a dataset of ``(input, target)`` items, on ``device``."""
+    import torch
+
+    items = [dataset[int(i)] for i in indices]
+    x = torch.stack([torch.as_tensor(x) for x, _ in items])
+    t = torch.as_tensor(np.array([t for _, t in items]))
+    return (x, t) if device is None else (x.to(device, non_blocking=True), t.to(device, non_blocking=True))
+
+
+def evaluate(model: Any, test: Any, loss: Callable, device: Any = None) -> tuple[float, float]:
+    """(mean test loss, accuracy) of ``model`` on ``test``; accuracy is NaN when the outputs are not class scores."""
+    import torch
+
+    model.eval()
+    total, correct, classified, n = 0.0, 0, True, len(test)
+    with torch.no_grad():
+        for start in range(0, n, EVAL_BATCH):
+            x, t = batch_of(test, range(start, min(start + EVAL_BATCH, n)), device)
+            out = model(x)
+            total += float(loss(out, t)) * len(t)
+            classified = classified and out.ndim == 2 and out.shape[1] > 1
+            if classified:
+                correct += int((out.argmax(dim=1) == t).sum())
+    return total / n, correct / n if classified else float("nan")

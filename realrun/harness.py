@@ -1,0 +1,175 @@
+"""One rank of a real run: train the scenario's model under MPI, inject its imbalance, write the run folder.
+
+Every rank runs :func:`run_rank`. Iteration n: compute the gradient on this rank's batch (``t_start`` →), add the
+injected delay (:mod:`realrun.injection`), post (``t_post``), exchange by the algorithm's rules
+(:mod:`realrun.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
+every couple of seconds (:mod:`realrun.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
+replica, which is the averaged model for the algorithms that keep replicas identical, worker −1, and is worker 0
+otherwise) and ``meta.json`` (``source = "real"``), and merges the parts when every rank has finished. A watchdog
+(:mod:`realrun.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
+the folder readable with ``finished = false``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+import sys
+import threading
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import UserError
+from analysis.runfolder import RunWriter
+from realrun.algorithms import make_exchange
+from realrun.clock import RunClock
+from realrun.injection import Injection
+from realrun.parts import RankParts
+from realrun.replica import make_replica
+from realrun.watchdog import LIVE, Watchdog
+from simulator.convergence import Evaluations
+from simulator.run import network_record, versions
+from simulator.scenario import Scenario, to_dict
+
+
+class _ReplicaEvaluator:
+    """The evaluation schedule of the simulator (:class:`~simulator.convergence.Evaluations`) over this rank's
+    replica: the matrix it is handed stands for the replica."""
+
+    def __init__(self, replica):
+        self.replica = replica
+
+    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
+        return self.replica.evaluate()
+
+
+def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
+    from mpi4py import MPI
+
+    extra = {"python": platform.python_version(), "mpi4py": metadata.version("mpi4py"),
+             "mpi": MPI.Get_library_version().splitlines()[0].strip()}
+    if "torch" in sys.modules:
+        extra["torch"] = sys.modules["torch"].__version__
+    return {
+        "source": "real",
+        "backend": backend,
+        "scenario": to_dict(scenario),
+        "seed": scenario.seed,
+        "network": network_record(scenario),
+        "versions": {**versions(), **extra},
+        "host": hosts[0],
+        "hosts": hosts,
+        "ranks": comm.Get_size(),
+        "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _agree(comm: Any, error: str | None) -> None:
+    """Raise on every rank when any rank failed a setup step (a lone failure would leave the others waiting)."""
+    errors = [e for e in comm.allgather(error) if e]
+    if errors:
+        raise UserError(errors[0])
+
+
+def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbeat_timeout: float = 10.0) -> Path:
+    """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size != scenario.workers:
+        raise UserError(f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
+                        f"run it on {scenario.workers} ranks or --set cluster.workers={size}")
+    if backend == "torch" and scenario.algorithm.name != "sync":
+        raise UserError(f"--backend torch runs only algorithm.name = \"sync\", not \"{scenario.algorithm.name}\"")
+    local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    error, replica = None, None
+    try:
+        replica = make_replica(scenario, rank, local_rank)
+    except UserError as err:
+        error = str(err)
+    _agree(comm, error)
+    scenario = scenario.replace(**{"workload.params": replica.dimension})
+    host = socket.gethostname()
+    peers = comm.allgather((host, os.getpid()))
+    writer = None
+    if rank == 0:
+        try:
+            writer = RunWriter(folder, _meta(scenario, backend, comm, [h for h, _ in peers]))
+            shutil.rmtree(Path(folder) / LIVE, ignore_errors=True)  # an earlier run's heartbeats
+        except UserError as err:
+            error = str(err)
+    _agree(comm, error)
+    parts = RankParts(folder, rank)
+    lock = threading.Lock()
+
+    def sink(table: str, row: tuple) -> None:
+        with lock:
+            parts.add(table, row)
+
+    def stop(message: str) -> None:
+        print(f"stragglerlab run: error: rank {rank}: {message}; stopping", file=sys.stderr, flush=True)
+        with lock:
+            parts.flush()
+        if writer is not None:
+            writer.close(finished=False, error=message)
+
+    watchdog = Watchdog(folder, rank, dict(enumerate(peers)), host, stop, timeout=heartbeat_timeout).start()
+    try:
+        clock = RunClock(comm)
+        exchange = make_exchange(scenario, backend, comm, replica, clock, sink)
+        _train(scenario, rank, replica, exchange, clock, sink, parts, lock)
+        exchange.close()
+        for row in exchange.rounds():
+            sink("rounds", row)
+        with lock:
+            parts.flush()
+        comm.Barrier()
+    except BaseException as err:
+        stop(f"{type(err).__name__}: {err}")
+        raise
+    watchdog.finish()
+    if writer is not None:
+        writer.close(finished=True, wall_seconds=round(clock.now(), 3))
+    return folder
+
+
+def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
+    """The training loop of this rank."""
+    injection = Injection(scenario, rank, timing_only=scenario.workload.model == "none")
+    evals = Evaluations(scenario, _ReplicaEvaluator(replica)) if rank == 0 and scenario.workload.model != "none" \
+        else None
+    stand_in = np.zeros((1, 1))
+
+    def record(rows: list[tuple]) -> None:
+        for t, iteration, worker, loss, accuracy in rows:
+            if worker < 0:
+                sink("evals", (t, iteration, -1 if exchange.identical else 0, loss, accuracy))
+
+    if evals is not None:
+        record(evals.rows(clock.now(), 0, stand_in))
+    last = (0.0, 0)  # (t_done, iterations) of the last round completed here
+    for n in range(scenario.iterations):
+        t_start = clock.now()
+        g, loss = replica.gradient(n)
+        injection.spend(injection.extra(n, clock.now() - t_start))
+        t_post = clock.now()
+        completed = exchange.iteration(n, g, loss, t_start, t_post)
+        if completed is not None:
+            last = completed
+            if evals is not None:
+                record(evals.after_round(*completed, stand_in))
+        if parts.due():
+            for row in exchange.rounds():
+                sink("rounds", row)
+            with lock:
+                parts.flush()
+    if evals is not None:
+        t_end = last[0] if last[1] == scenario.iterations else clock.now()
+        record(evals.final(t_end, scenario.iterations, stand_in))

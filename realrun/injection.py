@@ -1,0 +1,73 @@
+"""Imbalance injected into a real run from the scenario's keys, with the simulator's common random numbers.
+
+The simulator's compute time of worker i at iteration n is ``ComputeTimes.row(n)[i]`` (DESIGN §2). A real run has a
+real computation, so what each imbalance kind means there is:
+
+- ``random-delay``: a rank that ``slow_workers(n)`` selects adds exactly ``imbalance.delay`` seconds at iteration n,
+  the very (worker, iteration) pairs the simulator delays under the same seed.
+- ``persistent``: a rank with factor f adds (f − 1) × its measured compute time of that iteration (a device f times
+  slower); factors below 1 cannot speed a real device up and add nothing.
+- ``trace``: the trace holds whole compute times; a rank pads its measured time up to the trace's value (nothing
+  when it already took longer).
+- ``none``: nothing.
+
+With ``workload.model = "none"`` (timing only) there is no real computation: a rank spends the whole simulated
+compute time ``row(n)[i]`` (the compute distribution plus the imbalance), so simulation and run share every number.
+
+``imbalance.mode``: ``sleep`` sleeps; ``work`` burns the time in real computation (matrix products on this rank's
+device, so the delay also takes the compute resources a real straggler takes), checking the clock between products.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from simulator.imbalance import ComputeTimes
+from simulator.scenario import Scenario
+
+
+class Injection:
+    """What rank ``rank`` adds at each iteration, and how it spends it."""
+
+    def __init__(self, scenario: Scenario, rank: int, timing_only: bool, burn: Any = None):
+        self.times = ComputeTimes(scenario)
+        self.kind, self.rank, self.timing_only = scenario.imbalance.kind, rank, timing_only
+        self.delay, self.factor = scenario.imbalance.delay, float(self.times.factors[rank])
+        self.work = scenario.imbalance.mode == "work"
+        self._burn = burn or _numpy_burn()
+
+    def extra(self, n: int, measured: float) -> float:
+        """Seconds to add at iteration ``n`` after a computation of ``measured`` seconds."""
+        if self.timing_only:
+            return max(float(self.times.row(n)[self.rank]) - measured, 0.0)
+        if self.kind == "random-delay":
+            return self.delay if self.rank in self.times.slow_workers(n) else 0.0
+        if self.kind == "persistent":
+            return max(self.factor - 1.0, 0.0) * measured
+        if self.kind == "trace":
+            return max(float(self.times.row(n)[self.rank]) - measured, 0.0)
+        return 0.0
+
+    def spend(self, seconds: float) -> None:
+        """Let ``seconds`` pass: asleep, or in real computation (``mode = "work"``)."""
+        if seconds <= 0:
+            return
+        end = time.perf_counter() + seconds
+        if self.work:
+            while time.perf_counter() < end:
+                self._burn()
+        else:
+            time.sleep(seconds)
+
+
+def _numpy_burn():
+    """One small unit of real work (about 0.1 ms) when the workload offers none of its own."""
+    a = np.random.default_rng(0).standard_normal((48, 48))
+
+    def burn() -> None:
+        np.dot(a, a)
+
+    return burn

@@ -1,0 +1,194 @@
+"""One rank's model replica in a real run: its parameters as one flat vector, its gradient on its own shard, the
+optimizer step, and evaluation, for every kind of ``workload.model``.
+
+- torch workloads (``torch:mlp``, ``torch:cnn``, ``module:function``): the user's ``torch.nn.Module`` on the
+  scenario's device (``cpu``, ``cuda``, ``cuda:N``; ``cuda`` means ``cuda:<local rank>``). Gradients and models
+  leave the device through one pinned host buffer (the native core and mpi4py take host memory), so the GPU path is
+  the CPU path plus two copies.
+- the simulator's numpy workloads (``hyperplane``, ``logistic``, ``mlp``): their own gradient, one replica at a time.
+- ``none`` (timing only): a zero vector of ``workload.params`` elements, never updated.
+
+Every replica reads the samples the simulator's sharding gives (worker, iteration) (:class:`~simulator.workloads.
+sharding.Shards`, torch's ``DistributedSampler`` order) and steps as the simulator's optimizer does (SGD with
+momentum and weight decay, as ``torch.optim.SGD`` with dampening 0), so a real run trains what its simulation trains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simulator.scenario import Scenario
+from simulator.workloads.torch_bridge import batch_of, evaluate
+
+
+def sgd(w: Any, g: Any, buf: Any, lr: float, momentum: float, weight_decay: float) -> Any:
+    """One step of SGD in place on numpy arrays or torch tensors alike; returns the new momentum buffer."""
+    d = g + weight_decay * w if weight_decay else g
+    if momentum:
+        buf = d if buf is None else buf * momentum + d
+        d = buf
+    w -= lr * d
+    return buf
+
+
+class Replica:
+    """Flat parameters and the operations a training loop needs; subclasses hold them on their own device."""
+
+    dimension: int
+
+    def __init__(self, scenario: Scenario):
+        a = scenario.algorithm
+        self.lr, self.momentum, self.weight_decay = a.lr, a.momentum, a.weight_decay
+        self._buf = None
+
+    def gradient(self, n: int) -> tuple[Any, float]:
+        """Gradient (on the replica's device) and training loss of this rank's batch of iteration ``n``."""
+        raise NotImplementedError
+
+    def host(self, x: Any) -> np.ndarray:
+        """A vector of this replica (gradient or model) as host float32, ready for MPI."""
+        return np.asarray(x, dtype=np.float32)
+
+    def step(self, g: Any) -> None:
+        """One optimizer step with the gradient ``g`` (host numpy, or a tensor on the replica's device)."""
+        raise NotImplementedError
+
+    def params(self) -> Any:
+        """The model as a vector on the replica's device (copy it with :meth:`host` before changing the model)."""
+        raise NotImplementedError
+
+    def load(self, w: np.ndarray) -> None:
+        """Replace the model by the host vector ``w``."""
+        raise NotImplementedError
+
+    def evaluate(self) -> tuple[float, float]:
+        """(test loss, test accuracy) of the current model."""
+        raise NotImplementedError
+
+
+class TimingReplica(Replica):
+    """``model = "none"``: a message of ``workload.params`` zeros, nothing to learn."""
+
+    def __init__(self, scenario: Scenario):
+        super().__init__(scenario)
+        self.dimension = scenario.workload.params
+        self._zeros = np.zeros(self.dimension, dtype=np.float32)
+
+    def gradient(self, n):
+        return self._zeros, 0.0
+
+    def step(self, g):
+        pass
+
+    def params(self):
+        return self._zeros
+
+    def load(self, w):
+        pass
+
+    def evaluate(self):
+        return float("nan"), float("nan")
+
+
+class ArrayReplica(Replica):
+    """The simulator's numpy workloads, in float64 as the simulator computes them."""
+
+    def __init__(self, scenario: Scenario, workload: Any, rank: int):
+        super().__init__(scenario)
+        self.workload, self.rank = workload, np.array([rank])
+        self.w = workload.initial().astype(np.float64)
+        self.dimension = len(self.w)
+
+    def gradient(self, n):
+        G, loss = self.workload.gradient(self.w[None], self.workload.batches(self.rank, np.array([n])))
+        return G[0], float(loss[0])
+
+    def step(self, g):
+        self._buf = sgd(self.w, np.asarray(g, dtype=np.float64), self._buf, self.lr, self.momentum, self.weight_decay)
+
+    def params(self):
+        return self.w
+
+    def load(self, w):
+        self.w[:] = w
+
+    def evaluate(self):
+        return self.workload.evaluate(self.w)
+
+
+class TorchReplica(Replica):
+    """A torch task's model on ``device``; the flat vector ``self.w`` lives there, the parameters are views of it."""
+
+    def __init__(self, scenario: Scenario, task: Any, rank: int, device: str):
+        import torch
+        from torch.nn.utils import parameters_to_vector
+
+        from simulator.workloads.sharding import Shards
+
+        super().__init__(scenario)
+        self.torch, self.task, self.rank = torch, task, rank
+        self.device = torch.device(device)
+        self.model = task.model.to(self.device)
+        self.loss_fn = task.loss or torch.nn.functional.cross_entropy
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.w = parameters_to_vector(params).detach().clone()
+        self.dimension = self.w.numel()
+        at = 0
+        for p in params:  # every parameter becomes a view of the flat vector: one copy per exchange, not per layer
+            p.data = self.w[at: at + p.numel()].view_as(p)
+            at += p.numel()
+        self.params_list = params
+        self._pinned = torch.empty(self.dimension, dtype=torch.float32, pin_memory=self.device.type == "cuda")
+        self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
+
+    def host(self, x: Any) -> np.ndarray:
+        if isinstance(x, np.ndarray):
+            return x
+        self._pinned.copy_(x)
+        return self._pinned.numpy()
+
+    def gradient(self, n):
+        self.model.train()
+        for p in self.params_list:
+            p.grad = None
+        x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0], self.device)
+        loss = self.loss_fn(self.model(x), t)
+        loss.backward()
+        return self.torch.cat([p.grad.reshape(-1) for p in self.params_list]), float(loss.detach())
+
+    def step(self, g):
+        grad = g if isinstance(g, self.torch.Tensor) else self.torch.from_numpy(g).to(self.device, non_blocking=True)
+        with self.torch.no_grad():
+            self._buf = sgd(self.w, grad, self._buf, self.lr, self.momentum, self.weight_decay)
+
+    def params(self):
+        return self.w
+
+    def load(self, w):
+        with self.torch.no_grad():
+            self.w.copy_(self.torch.from_numpy(w).to(self.device))
+
+    def evaluate(self):
+        return evaluate(self.model, self.task.test, self.loss_fn, self.device)
+
+
+def device_of(scenario: Scenario, local_rank: int) -> str:
+    """The torch device of this rank: ``cuda`` means one GPU per rank, by local rank."""
+    device = scenario.workload.device
+    return f"cuda:{local_rank}" if device == "cuda" else device
+
+
+def make_replica(scenario: Scenario, rank: int, local_rank: int) -> Replica:
+    """The replica of ``workload.model`` for rank ``rank`` (data and initial model from the seed)."""
+    name = scenario.workload.model
+    if name == "none":
+        return TimingReplica(scenario)
+    from simulator.workloads import BUILTIN_MODELS, load
+
+    if name in BUILTIN_MODELS:
+        return ArrayReplica(scenario, load(scenario), rank)
+    from simulator.workloads.torch_bridge import load_task
+
+    return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank))
