@@ -1,0 +1,142 @@
+"""``lsgd`` with plain MPI: free-running workers, a counting server, and blocking leader exchanges.
+
+As in the released LSGD code, a counting server decides when workers meet. Here it is a thread on rank 0 with its
+own duplicated communicator: every worker reports each post (iteration done) and gets an answer at once. The server
+counts posts over all workers in arrival order; when the count reaches a multiple of P·period (P·global_period) it
+triggers a local (global) exchange, initiated by that post. Every worker joins the next exchange with the first post
+it makes after the trigger (the initiator at once), so it joins after its current iteration (docs/semantics.md).
+Once some worker has posted its last iteration no exchange is triggered (a blocking exchange needs everyone).
+
+An exchange is blocking: an ``MPI_Allgather`` of each worker's running-mean loss (its last 10 training losses), a
+broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks) and, for a global
+exchange, of the global leader's model to all; then w ← w − pull·(w − w_local) − global_pull·(w − w_global) from the
+models as they were at the exchange (the global term only in global exchanges). Leaders: the lowest running mean,
+ties to the lowest rank. An iteration's round is the exchange its worker joins next (−1 after its last exchange).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import numpy as np
+
+from realrun.algorithms import Exchange, iteration_row
+
+LOSS_WINDOW = 10
+POST, REPLY = 11, 12
+
+
+class CountingServer:
+    """Rank 0's thread answering every post with the exchange its worker must join now (−1: none)."""
+
+    def __init__(self, comm, workers: int, local_every: int, global_every: int):
+        self.comm, self.workers = comm, workers
+        self.local_every, self.global_every = local_every, global_every
+        self.thread = threading.Thread(target=self._serve, name="stragglerlab-lsgd-counter", daemon=True)
+
+    def _serve(self) -> None:
+        from mpi4py import MPI
+
+        count, closed, finished = 0, False, 0
+        triggered: list[tuple[int, int, float]] = []  # (global, initiator, t_trigger) of each exchange
+        joined = [0] * self.workers
+        request = np.zeros(3)  # worker, last, t_post
+        status = MPI.Status()
+        while finished < self.workers:
+            pending = self.comm.Irecv(request, source=MPI.ANY_SOURCE, tag=POST)
+            pause = 1e-5
+            while not pending.Test(status):
+                time.sleep(pause)
+                pause = min(pause * 2, 2e-4)
+            worker, last, t_post = int(request[0]), bool(request[1]), float(request[2])
+            count += 1
+            if not closed and count % self.local_every == 0:
+                triggered.append((int(count % self.global_every == 0), worker, t_post))
+            if last:
+                closed, finished = True, finished + 1
+            reply = np.array([-1.0, 0.0, -1.0, -1.0])
+            if joined[worker] < len(triggered):
+                reply[:] = (joined[worker], *triggered[joined[worker]])
+                joined[worker] += 1
+            self.comm.Send(reply, dest=worker, tag=REPLY)
+
+
+class Lsgd(Exchange):
+    identical = False
+
+    def __init__(self, scenario, comm, replica, clock, sink):
+        super().__init__(scenario, comm, replica, clock, sink)
+        a, P = scenario.algorithm, self.size
+        self.pull, self.global_pull, self.N = a.pull, a.global_pull, scenario.iterations
+        self.counter = comm.Dup()
+        per_node = scenario.cluster.workers_per_node
+        self.node = comm.Split(self.rank // per_node, self.rank)
+        self.node_first = self.rank // per_node * per_node
+        self.losses: deque[float] = deque(maxlen=LOSS_WINDOW)
+        self.buffer = np.zeros(self.d, dtype=np.float32)
+        self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, version) until the exchange carrying them
+        self.version = 0
+        self.done: list[tuple] = []
+        self.server = None
+        if self.rank == 0:
+            self.server = CountingServer(self.counter, P, P * a.period, P * a.global_period)
+            self.server.thread.start()
+
+    def iteration(self, n, g, loss, t_start, t_post):
+        self.replica.step(g)
+        self.losses.append(loss)
+        reply = np.zeros(4)
+        self.counter.Send(np.array([self.rank, float(n == self.N - 1), t_post]), dest=0, tag=POST)
+        self.counter.Recv(reply, source=0, tag=REPLY)
+        exchange, global_, initiator, t_trigger = int(reply[0]), bool(reply[1]), int(reply[2]), float(reply[3])
+        if exchange < 0:
+            self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
+            return None
+        self._exchange(global_)
+        t_done = self.clock.now()
+        self.waiting.append((n, t_start, t_post, t_done, self.version))
+        for call in self.waiting:
+            self._emit(call, exchange)
+        self.waiting.clear()
+        self.version += 1
+        if self.rank == 0:
+            self.done.append((exchange, "leader", initiator, t_trigger, t_done, self.size, self.size,
+                              -1 if global_ else 0))
+        return t_done, n + 1
+
+    def _exchange(self, global_: bool) -> None:
+        mean = np.array([np.mean(self.losses) if self.losses else np.inf])
+        means = np.empty(self.size)
+        self.comm.Allgather(mean, means)
+        w = self.replica.host(self.replica.params()).copy()
+        local = self.node_first + int(np.argmin(means[self.node_first: self.node_first + self.node.Get_size()]))
+        pulled = w.copy()
+        buf = self.buffer
+        buf[:] = w
+        self.node.Bcast(buf, root=local - self.node_first)
+        pulled -= self.pull * (w - buf)
+        if global_:
+            buf[:] = w
+            self.comm.Bcast(buf, root=int(np.argmin(means)))
+            pulled -= self.global_pull * (w - buf)
+        self.replica.load(pulled)
+
+    def _emit(self, call: tuple, round_: int) -> None:
+        n, t_start, t_post, t_done, version = call
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0))
+
+    def rounds(self):
+        rows, self.done = self.done, []
+        return rows
+
+    def close(self):
+        for call in self.waiting:
+            self._emit(call, -1)
+        self.waiting.clear()
+        if self.server is not None:
+            self.server.thread.join()
+        self.comm.Barrier()
+        self.counter.Free()
+        self.node.Free()
