@@ -88,10 +88,11 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
                         f"run it on {scenario.workers} ranks or --set cluster.workers={size}")
     if backend == "torch" and scenario.algorithm.name != "sync":
         raise UserError(f"--backend torch runs only algorithm.name = \"sync\", not \"{scenario.algorithm.name}\"")
-    local_rank = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local_rank, ranks_here = node.Get_rank(), node.Get_size()
     error, replica = None, None
     try:
-        replica = make_replica(scenario, rank, local_rank)
+        replica = make_replica(scenario, rank, local_rank, ranks_here)
     except UserError as err:
         error = str(err)
     _agree(comm, error)

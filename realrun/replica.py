@@ -121,7 +121,9 @@ class ArrayReplica(Replica):
 class TorchReplica(Replica):
     """A torch task's model on ``device``; the flat vector ``self.w`` lives there, the parameters are views of it."""
 
-    def __init__(self, scenario: Scenario, task: Any, rank: int, device: str):
+    def __init__(self, scenario: Scenario, task: Any, rank: int, device: str, ranks_here: int = 1):
+        import os
+
         import torch
         from torch.nn.utils import parameters_to_vector
 
@@ -130,6 +132,8 @@ class TorchReplica(Replica):
         super().__init__(scenario)
         self.torch, self.task, self.rank = torch, task, rank
         self.device = torch.device(device)
+        if self.device.type == "cpu":  # share this host's cores among its ranks instead of oversubscribing them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
         self.model = task.model.to(self.device)
         self.loss_fn = task.loss or torch.nn.functional.cross_entropy
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -180,8 +184,9 @@ def device_of(scenario: Scenario, local_rank: int) -> str:
     return f"cuda:{local_rank}" if device == "cuda" else device
 
 
-def make_replica(scenario: Scenario, rank: int, local_rank: int) -> Replica:
-    """The replica of ``workload.model`` for rank ``rank`` (data and initial model from the seed)."""
+def make_replica(scenario: Scenario, rank: int, local_rank: int, ranks_here: int = 1) -> Replica:
+    """The replica of ``workload.model`` for rank ``rank`` (data and initial model from the seed), one of
+    ``ranks_here`` ranks on its host."""
     name = scenario.workload.model
     if name == "none":
         return TimingReplica(scenario)
@@ -191,4 +196,4 @@ def make_replica(scenario: Scenario, rank: int, local_rank: int) -> Replica:
         return ArrayReplica(scenario, load(scenario), rank)
     from simulator.workloads.torch_bridge import load_task
 
-    return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank))
+    return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank), ranks_here)

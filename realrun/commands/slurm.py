@@ -1,0 +1,68 @@
+"""``stragglerlab slurm``: print an sbatch script that runs a scenario with ``srun``, one rank per worker.
+
+The job has ``--nodes`` × ``--tasks-per-node`` ranks; the script sets ``cluster.workers`` and
+``cluster.workers_per_node`` to match (so LSGD's node groups and the hierarchical network model follow the
+allocation) and asks for one GPU per task when the scenario's device is ``cuda``. Submit it with
+``stragglerlab slurm ... > job.sh && sbatch job.sh``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from analysis.errors import UserError
+from simulator.commands import load_scenario, scenario_arguments
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    scenario_arguments(parser, "override a scenario key in the job's command line (repeatable)")
+    parser.add_argument("--nodes", type=int, required=True, metavar="N", help="nodes to allocate")
+    parser.add_argument("--tasks-per-node", type=int, required=True, metavar="G", help="ranks (GPUs) per node")
+    parser.add_argument("--time", default="01:00:00", help="wall-clock limit (default 01:00:00)")
+    parser.add_argument("--partition", help="partition to submit to")
+    parser.add_argument("--account", help="account to charge")
+    parser.add_argument("--backend", choices=("native", "torch"), default="native", help="as stragglerlab run")
+    parser.add_argument("-o", "--output", metavar="DIR", help="run folder (default runs/<name>-<job id>)")
+    parser.add_argument("--setup", action="append", default=[], metavar="LINE",
+                        help="a shell line run before srun, e.g. 'module load mpich' or 'source venv/bin/activate'")
+    parser.add_argument("--srun-args", default="", metavar="ARGS",
+                        help="extra srun arguments, e.g. '--mpi=pmi2' where the MPI needs it")
+
+
+def script(args: argparse.Namespace) -> str:
+    scenario = load_scenario(args)
+    if args.nodes < 1 or args.tasks_per_node < 1:
+        raise UserError("--nodes and --tasks-per-node must be at least 1")
+    P = args.nodes * args.tasks_per_node
+    gpus = scenario.workload.device.startswith("cuda")
+    source = ["--example", args.example] if args.example else [str(Path(args.scenario).resolve())]
+    sets = [*args.overrides, f"cluster.workers={P}", f"cluster.workers_per_node={args.tasks_per_node}"]
+    output = args.output or f"runs/{scenario.name}-${{SLURM_JOB_ID}}"
+    run = ["stragglerlab", "run", *source, *[x for kv in sets for x in ("--set", kv)], "--backend", args.backend]
+    command = " ".join(shlex.quote(a) for a in run) + f' -o "{output}"'
+    lines = ["#!/bin/bash",
+             f"#SBATCH --job-name={shlex.quote(scenario.name)}",
+             f"#SBATCH --nodes={args.nodes}",
+             f"#SBATCH --ntasks-per-node={args.tasks_per_node}",
+             f"#SBATCH --time={args.time}",
+             f"#SBATCH --output={scenario.name}-%j.out"]
+    if args.partition:
+        lines.append(f"#SBATCH --partition={args.partition}")
+    if args.account:
+        lines.append(f"#SBATCH --account={args.account}")
+    if gpus:
+        lines += [f"#SBATCH --gpus-per-node={args.tasks_per_node}", "#SBATCH --gpu-bind=none"]
+    lines += ["", "set -euo pipefail", *args.setup,
+              f"# {P} ranks = {args.nodes} nodes x {args.tasks_per_node}, one rank per worker"
+              + (", one GPU per rank (device cuda = cuda:<local rank>)" if gpus else ""),
+              "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}",
+              "stragglerlab build-native  # compile the native core once, before the ranks start",
+              " ".join(filter(None, ["srun --kill-on-bad-exit=0", args.srun_args, command])), ""]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    print(script(args), end="")
+    return 0
