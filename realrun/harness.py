@@ -77,8 +77,10 @@ def _agree(comm: Any, error: str | None) -> None:
         raise UserError(errors[0])
 
 
-def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbeat_timeout: float = 10.0) -> Path:
-    """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``."""
+def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbeat_timeout: float = 10.0,
+             save_model: Path | None = None) -> Path:
+    """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``.
+    ``save_model``: rank 0 saves its final model there (a flat float32 ``.npy``)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -127,6 +129,8 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
         exchange = make_exchange(scenario, backend, comm, replica, clock, sink)
         _train(scenario, rank, replica, exchange, clock, sink, parts, lock)
         exchange.close()
+        if save_model is not None and rank == 0:
+            np.save(save_model, replica.host(replica.params()))
         for row in exchange.rounds():
             sink("rounds", row)
         with lock:

@@ -24,6 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("native", "torch"), default="native",
                         help="native: every algorithm through the native core and MPI (default); torch: sync "
                              "through torch.distributed (gloo on CPU, NCCL on GPU), the usual baseline")
+    parser.add_argument("--save-model", type=Path, metavar="FILE",
+                        help="rank 0 saves its final model here as a flat float32 .npy")
     parser.add_argument("--heartbeat-timeout", type=float, default=10.0, metavar="S",
                         help="a rank silent this long is declared lost and the run stops (default 10)")
 
@@ -52,7 +54,8 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
     source = ["--example", args.example] if args.example else [str(args.scenario)]
     sets = [x for kv in args.overrides for x in ("--set", kv)]
     return ["run", *source, *sets, "-o", str(folder), "--backend", args.backend,
-            "--heartbeat-timeout", str(args.heartbeat_timeout)]
+            "--heartbeat-timeout", str(args.heartbeat_timeout),
+            *(["--save-model", str(args.save_model)] if args.save_model else [])]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return subprocess.run(launch(args.np, _rank_argv(args, folder))).returncode
     from realrun.harness import run_rank
 
-    run_rank(scenario, folder, args.backend, args.heartbeat_timeout)
+    run_rank(scenario, folder, args.backend, args.heartbeat_timeout, args.save_model)
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_rank() == 0:

@@ -1,0 +1,94 @@
+"""Real runs of every algorithm on 2 and 4 ranks: valid run folders, and the injected delays exactly where the
+simulator's common random numbers put them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.runfolder import SCHEMAS, SORT_KEYS, load_run
+from simulator.imbalance import ComputeTimes
+from simulator.scenario import load
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(180)]
+
+BASE, DELAY, ITERATIONS = 0.004, 0.06, 12
+ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "local-sgd", "lsgd"]
+
+SCENARIO = f"""
+seed = 5
+iterations = {ITERATIONS}
+[cluster]
+workers = 2
+[workload]
+params = 256
+compute = {{ dist = "constant", mean = {BASE} }}
+[imbalance]
+kind = "random-delay"
+slow = [0, 1]
+delay = {DELAY}
+[algorithm]
+sync_period = 4
+group_size = 2
+period = 3
+global_period = 6
+"""
+
+
+def check_folder(run, P: int, N: int) -> None:
+    """The run folder has the simulator's schema, sorted rows, and one row per worker-iteration."""
+    assert run.finished and run.meta["source"] == "real" and run.meta["ranks"] == P
+    for table in ("iterations", "rounds", "evals"):
+        frame = getattr(run, table)
+        assert list(frame.columns) == SCHEMAS[table].names
+    it = run.iterations
+    assert len(it) == P * N
+    assert it[SORT_KEYS["iterations"]].equals(it.sort_values(SORT_KEYS["iterations"])[SORT_KEYS["iterations"]])
+    assert (it["t_post"] >= it["t_start"]).all() and (it["t_done"] >= it["t_post"]).all()
+    assert np.allclose(it["compute"], it["t_post"] - it["t_start"])
+    assert len(run.rounds) > 0 and (run.rounds["round"].diff().dropna() == 1).all()
+    carried = it[it["round"] >= 0]
+    assert carried["round"].max() < len(run.rounds)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_algorithm_writes_a_valid_folder_with_the_injected_delays(spawn, scenario_file, tmp_path, ranks,
+                                                                          algorithm):
+    path = scenario_file(SCENARIO)
+    out = tmp_path / "run"
+    sets = ["--set", f"cluster.workers={ranks}", "--set", f"algorithm.name={algorithm}"]
+    proc = spawn(ranks, ["run", str(path), *sets, "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    check_folder(run, ranks, ITERATIONS)
+    times = ComputeTimes(load(path, [f"cluster.workers={ranks}"]))
+    it = run.iterations
+    slow = np.zeros((ranks, ITERATIONS), dtype=bool)
+    for n in range(ITERATIONS):
+        slow[times.slow_workers(n), n] = True
+    compute = it["compute"].to_numpy().reshape(ranks, ITERATIONS)
+    assert slow.any() and not slow.all()
+    assert (compute[slow] >= BASE + DELAY - 1e-3).all()
+    assert (compute[~slow] < BASE + DELAY / 2).all(), "a delay where the scenario selects none"
+
+
+def test_torch_workload_trains_and_evaluates(spawn, scenario_file, tmp_path):
+    path = scenario_file(SCENARIO)
+    out = tmp_path / "run"
+    proc = spawn(2, ["run", str(path), "--set", "workload.model=torch:cnn", "--set", "workload.batch=16",
+                     "--set", "algorithm.name=eager-solo", "--set", "evals.every_iterations=4", "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    check_folder(run, 2, ITERATIONS)
+    evals = run.evals
+    assert list(evals["iteration"]) == [0, 4, 8, 12] and (evals["worker"] == -1).all()
+    assert np.isfinite(evals["loss"]).all() and evals["loss"].iloc[-1] < evals["loss"].iloc[0]
+    assert run.meta["scenario"]["workload"]["params"] > 1000  # the model's size, not the scenario's
+
+
+def test_wrong_number_of_ranks_is_a_one_line_error(spawn, scenario_file, tmp_path):
+    proc = spawn(2, ["run", str(scenario_file(SCENARIO)), "--set", "cluster.workers=3", "-o", str(tmp_path / "r")])
+    assert proc.returncode != 0
+    assert "cluster.workers = 3 but the job has 2 ranks" in proc.stderr
+    assert "Traceback" not in proc.stderr
