@@ -115,3 +115,23 @@ def sim_vs_real(table: pd.DataFrame, metrics: Iterable[str] = ("mean_iteration",
             row[f"{m}_error"] = sim / real - 1 if real else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def ks_distance(a: Iterable[float], b: Iterable[float]) -> float:
+    """Two-sample Kolmogorov–Smirnov distance: the largest gap between the empirical CDFs of ``a`` and ``b``
+    (0: the same distribution of values; 1: disjoint). NaN when either sample is empty."""
+    x, y = np.sort(np.asarray(list(a), dtype=float)), np.sort(np.asarray(list(b), dtype=float))
+    if len(x) == 0 or len(y) == 0:
+        return float("nan")
+    grid = np.concatenate([x, y])
+    gap = np.searchsorted(x, grid, side="right") / len(x) - np.searchsorted(y, grid, side="right") / len(y)
+    return float(np.abs(gap).max())
+
+
+def tv_distance(a: Iterable[int], b: Iterable[int]) -> float:
+    """Total-variation distance between the distributions of two samples of discrete values (e.g. staleness):
+    half the sum of the absolute differences of their shares per value, in [0, 1]. NaN when either is empty."""
+    x, y = pd.Series(list(a)).value_counts(normalize=True), pd.Series(list(b)).value_counts(normalize=True)
+    if x.empty or y.empty:
+        return float("nan")
+    return float(0.5 * x.sub(y, fill_value=0.0).abs().sum())

@@ -143,3 +143,14 @@ def run_metrics(run: Run, target_loss: float | None = None) -> dict:
     if target_loss is not None:
         out["time_to_loss"], out["iterations_to_loss"] = to_target(run, target_loss)
     return out
+
+
+def active_samples_per_s(run: Run) -> float:
+    """Samples per second over the span the workers computed, first ``t_start`` to last ``t_done``: unlike
+    ``samples_per_s`` (over the makespan from time 0) it leaves out a real run's start-up (MPI, model set-up)
+    before the first iteration, which the simulator does not model. NaN without an iterations table."""
+    it = run.iterations
+    if it.empty:
+        return float("nan")
+    span = float(it["t_done"].max() - it["t_start"].min())
+    return len(it) * run.meta["scenario"]["workload"]["batch"] / span if span > 0 else float("nan")

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build-native": ("realrun.commands.build_native", "compile the native partial-collective library"),
     "run": ("realrun.commands.run", "train a scenario for real on MPI ranks (mpiexec, srun or --np) into a run folder"),
     "calibrate": ("realrun.commands.calibrate", "measure alpha, beta, gamma and compute times: a scenario fragment"),
+    "validate": ("realrun.commands.validate", "simulate real runs again, trace-driven or out of sample: the errors"),
     "slurm": ("realrun.commands.slurm", "print an sbatch script that runs a scenario with srun"),
 }
 

@@ -1,0 +1,54 @@
+"""``stragglerlab validate RUN [RUN...] [--calibration FILE] [--predict OTHER] [-o DIR]``: simulate real runs again
+(trace-driven, and out-of-sample with ``--predict``; see :mod:`realrun.validate`), print the errors, write them to
+``DIR/validation.csv`` and draw the ``validation`` figure per mode (``DIR/trace.pdf``, ``DIR/out-of-sample.pdf``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.compare import ALGORITHM
+from analysis.runfolder import load_run
+
+#: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
+SHOWN = {"algorithm": (ALGORITHM, False), "mean it real [s]": ("mean_iteration_real", False),
+         "mean it sim [s]": ("mean_iteration_sim", False), "mean err %": ("mean_iteration_error", True),
+         "p95 err %": ("p95_iteration_error", True), "thru err %": ("throughput_error", True),
+         "wait frac real": ("wait_fraction_real", False), "wait frac sim": ("wait_fraction_sim", False),
+         "KS it": ("ks_iteration", False), "KS wait": ("ks_wait", False), "TV stale": ("tv_staleness", False)}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="real run folders (stragglerlab run)")
+    parser.add_argument("--calibration", type=Path, metavar="FILE",
+                        help="a stragglerlab calibrate fragment whose [network] replaces the runs' own")
+    parser.add_argument("--predict", action="append", type=Path, default=[], metavar="OTHER",
+                        help="a second real run to predict out of sample from RUN's compute times and network "
+                             "(repeatable)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("validation"), metavar="DIR",
+                        help="where the simulations, validation.csv and the figures go (default ./validation)")
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """The printed table: one row per real run, errors in percent."""
+    shown = pd.DataFrame({name: 100 * table[col] if pct else table[col] for name, (col, pct) in SHOWN.items()})
+    shown.insert(0, "mode", table["mode"])
+    shown.insert(0, "run", [Path(r).name for r in table["run"]])
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.plots import draw, save
+    from realrun.validate import calibrated_network, validate
+
+    network = calibrated_network(args.calibration) if args.calibration else None
+    table, pairs = validate([load_run(p) for p in args.runs], args.output, network, [load_run(p) for p in args.predict])
+    table.to_csv(args.output / "validation.csv", index=False)
+    print(format_table(table))
+    for mode, runs in pairs.items():
+        if runs:
+            print(f"figure ({mode}): {save(draw('validation', runs), args.output / f'{mode}.pdf')}")
+    print(f"every metric: {args.output / 'validation.csv'}")
+    return 0

@@ -1,0 +1,163 @@
+"""Simulator against real runs: simulate a real run again and measure how far the simulation is from it.
+
+- **Trace-driven** (:func:`trace_driven`): the real run's scenario with its calibrated network (its own
+  ``[network]``, or a ``stragglerlab calibrate`` fragment's) and its own measured compute times. The iterations ×
+  workers matrix of the measured ``compute`` (``t_post − t_start``) is written as a ``.npy`` and the simulation
+  reads it with ``imbalance.kind = "trace"``. In a real run the injected imbalance (the sleep or burnt work of
+  :mod:`realrun.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
+  already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
+  predicts is everything else: waits, rounds, staleness, throughput.
+- **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
+  ones alone: its own scenario and imbalance, the first runs' network, and the compute-time distribution fitted to
+  the first runs' measured compute with their own injection taken out (:func:`base_compute`; fitted like
+  ``stragglerlab calibrate`` fits it, :func:`realrun.calibration.compute_model`).
+
+Simulations are timing-only (``workload.model = "none"`` with the real run's resolved ``workload.params``, so
+messages have the real model's size): validation compares timings, not training.
+
+:func:`compare` gives one row per (real, simulated) pair: :func:`analysis.compare.sim_vs_real`'s means and relative
+errors (``sim / real − 1``) of the mean and 95th-percentile iteration time, throughput (over the span the workers
+computed, :func:`analysis.metrics.active_samples_per_s`: a real run's start-up is not modelled), mean wait, wait
+fraction and mean staleness, and the distance between distributions: Kolmogorov–Smirnov of iteration times and of
+waits, total variation of staleness.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.collection import summary_table
+from analysis.compare import ALGORITHM, ks_distance, sim_vs_real, tv_distance
+from analysis.errors import UserError
+from analysis.metrics import active_samples_per_s, iteration_times
+from analysis.runfolder import Run, load_run
+from realrun.calibration import compute_model
+from simulator.imbalance import ComputeTimes
+from simulator.run import simulate
+from simulator.scenario import Scenario, from_dict
+
+#: the metrics whose means :func:`compare` reports, real and simulated, with the relative error
+METRICS = ("mean_iteration", "p95_iteration", "throughput", "mean_wait", "wait_fraction", "mean_staleness")
+#: DESIGN §9: the error of the mean iteration time that validation aims for, per mode
+TARGETS = {"trace": 0.03, "out-of-sample": 0.10}
+
+
+def measured_compute(run: Run) -> np.ndarray:
+    """The iterations × workers matrix of a run's measured compute times (seconds); the run must be complete."""
+    it = run.iterations
+    scenario = run.meta["scenario"]
+    P, N = scenario["cluster"]["workers"], scenario["iterations"]
+    if len(it) != P * N:
+        raise UserError(f"{run.path}: has {len(it)} of {P} x {N} worker-iterations; validate a finished run")
+    matrix = it.pivot(index="iteration", columns="worker", values="compute")
+    return matrix.reindex(index=range(N), columns=range(P)).to_numpy(dtype=float)
+
+
+def calibrated_network(path: str | Path) -> dict[str, Any]:
+    """The ``[network]`` table of a ``stragglerlab calibrate`` fragment."""
+    try:
+        fragment = tomllib.loads(Path(path).read_text())
+    except OSError as err:
+        raise UserError(f"{path}: cannot read the calibration ({err.strerror})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"{path}: not valid TOML ({err})") from None
+    if not isinstance(fragment.get("network"), dict):
+        raise UserError(f"{path}: no [network] table (write one with: stragglerlab calibrate -o {path})")
+    return fragment["network"]
+
+
+def timing_scenario(stored: dict[str, Any], network: dict[str, Any] | None, **sections: dict[str, Any]) -> Scenario:
+    """A stored (``meta.json``) scenario made timing-only, with ``network``'s keys and the given sections' keys
+    replacing its own (validated like any scenario)."""
+    raw = copy.deepcopy(stored)
+    raw["workload"]["model"] = "none"
+    raw["network"].update(network or {})
+    for section, keys in sections.items():
+        raw[section].update(keys)
+    return from_dict(raw, f"simulation of {stored['name']}")
+
+
+def trace_driven(run: Run, folder: Path, trace: Path, network: dict[str, Any] | None = None) -> Run:
+    """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``."""
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    np.save(trace, measured_compute(run))
+    imbalance = {"kind": "trace", "file": str(trace.resolve())}
+    return load_run(simulate(timing_scenario(run.meta["scenario"], network, imbalance=imbalance), folder))
+
+
+def base_compute(run: Run) -> np.ndarray:
+    """A run's measured compute times with its own injected imbalance taken out: the delay of each worker-iteration
+    that random-delay slowed, or the factor of a persistent straggler (which multiplies its compute)."""
+    stored = run.meta["scenario"]
+    kind = stored["imbalance"]["kind"]
+    if kind == "trace":
+        raise UserError(f"{run.path}: its imbalance is a trace; the compute model cannot be told from it")
+    times = ComputeTimes(from_dict(stored, str(run.path)))
+    measured = measured_compute(run)
+    if kind == "random-delay":
+        for n in range(len(measured)):
+            measured[n, times.slow_workers(n)] -= times.imbalance.delay
+    return np.maximum(measured / times.factors, 0.0)
+
+
+def predict(runs: Sequence[Run], other: Run, folder: Path, network: dict[str, Any] | None = None) -> Run:
+    """Simulate ``other`` from ``runs`` only: its own scenario and imbalance, with the compute distribution fitted
+    to the ``runs``' measured compute (their injection taken out) and ``network`` (default: the first run's)."""
+    compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
+    network = network or runs[0].meta["scenario"]["network"]
+    return load_run(simulate(timing_scenario(other.meta["scenario"], network, workload={"compute": compute}),
+                             folder))
+
+
+def compare(real: Run, sim: Run) -> dict[str, Any]:
+    """Real against simulated for one pair: means, relative errors and distribution distances (module doc)."""
+    table = summary_table([real, sim]).assign(throughput=[active_samples_per_s(real), active_samples_per_s(sim)])
+    row = sim_vs_real(table, METRICS).iloc[0].to_dict()
+    carried = [r.iterations.loc[r.iterations["round"] >= 0, "staleness"] for r in (real, sim)]
+    return {**row,
+            "ks_iteration": ks_distance(iteration_times(real), iteration_times(sim)),
+            "ks_wait": ks_distance(real.iterations["wait"], sim.iterations["wait"]),
+            "tv_staleness": tv_distance(*carried)}
+
+
+def _names(runs: Iterable[Run]) -> list[str]:
+    """A distinct folder name per run: its own, numbered when two share one."""
+    names: list[str] = []
+    for r in runs:
+        name, k = r.path.name, 2
+        while name in names:
+            name, k = f"{r.path.name}-{k}", k + 1
+        names.append(name)
+    return names
+
+
+def validate(runs: Sequence[Run], out: Path, network: dict[str, Any] | None = None,
+             others: Sequence[Run] = ()) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
+    """Trace-driven validation of every run of ``runs`` and, for each of ``others``, its out-of-sample prediction
+    from ``runs``. Simulations go to ``out/trace/<run>`` (traces to ``out/traces/<run>.npy``) and
+    ``out/out-of-sample/<run>``. Returns one :func:`compare` row per pair (with ``run``, ``mode`` and the target
+    first) and, per mode, the real and simulated runs (for the figures)."""
+    if not runs:
+        raise UserError("no runs to validate")
+    for r in [*runs, *others]:
+        if r.meta.get("source") != "real":
+            raise UserError(f"{r.path}: not a real run (source = {r.meta.get('source', 'sim')}); validate takes "
+                            "the run folders of stragglerlab run")
+    rows, pairs = [], {mode: [] for mode in TARGETS}
+    for name, real in zip(_names(runs), runs, strict=True):
+        pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", network)]
+    for name, other in zip(_names(others), others, strict=True):
+        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, network)]
+    for mode, found in pairs.items():
+        for real, sim in zip(found[::2], found[1::2], strict=True):
+            rows.append({"run": str(real.path), "mode": mode, "target": TARGETS[mode], **compare(real, sim)})
+    table = pd.DataFrame(rows)
+    return table[["run", "mode", ALGORITHM, "target", *[c for c in table.columns if c not in
+                                                          ("run", "mode", ALGORITHM, "target")]]], pairs
