@@ -57,7 +57,7 @@ def measured_compute(run: Run) -> np.ndarray:
     if len(it) != P * N:
         raise UserError(f"{run.path}: has {len(it)} of {P} x {N} worker-iterations; validate a finished run")
     matrix = it.pivot(index="iteration", columns="worker", values="compute")
-    return matrix.reindex(index=range(N), columns=range(P)).to_numpy(dtype=float)
+    return matrix.reindex(index=range(N), columns=range(P)).to_numpy(dtype=float, copy=True)
 
 
 def calibrated_network(path: str | Path) -> dict[str, Any]:

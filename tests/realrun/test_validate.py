@@ -1,0 +1,155 @@
+"""``stragglerlab validate``: on simulated runs relabelled as real the simulation must reproduce them (zero error),
+on perturbed ones report the error put there, and out of sample predict a second run; then one real 4-rank run of
+each algorithm, validated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.errors import UserError
+from analysis.runfolder import TABLES, RunWriter, load_run
+from realrun.validate import base_compute, measured_compute, validate
+from simulator.run import simulate
+from tests.helpers import scenario
+from tests.realrun.conftest import stragglerlab
+
+ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "local-sgd", "lsgd"]
+
+
+def as_real(folder, out, perturb=lambda it: it):
+    """The run folder ``folder`` rewritten to ``out`` as a real run (``source = "real"``), its iterations table
+    passed through ``perturb`` first."""
+    run = load_run(folder)
+    with RunWriter(out, {**run.meta, "source": "real"}) as writer:
+        for table in TABLES:
+            frame = getattr(run, table)
+            frame = perturb(frame.copy()) if table == "iterations" else frame
+            writer.add_block(table, {c: frame[c].to_numpy() for c in frame.columns})
+    return load_run(out)
+
+
+def simulated_real(tmp_path, name, **keys):
+    """A simulated 4-worker run with random delays, relabelled as real."""
+    keys = {"cluster.workers": 4, "iterations": 30, "seed": 3, "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 1], "imbalance.delay": 0.02, "workload.compute": {"dist": "constant", "mean": 0.01},
+            "algorithm.group_size": 2, "algorithm.period": 3, "algorithm.global_period": 6} | keys
+    return as_real(simulate(scenario(**keys), tmp_path / f"{name}-sim"), tmp_path / name)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_trace_driven_reproduces_a_simulated_run_exactly(tmp_path, algorithm):
+    real = simulated_real(tmp_path, "real", **{"algorithm.name": algorithm})
+    table, pairs = validate([real], tmp_path / "val")
+    row = table.iloc[0]
+    assert row["mode"] == "trace" and row["algorithm.name"] == algorithm
+    for metric in ("mean_iteration", "p95_iteration", "throughput", "mean_wait"):
+        assert abs(row[f"{metric}_error"]) < 1e-9 or row[f"{metric}_real"] == 0, metric
+    assert row["ks_iteration"] < 1e-9 and row["ks_wait"] < 1e-9 and row["tv_staleness"] < 1e-9
+    trace = np.load(tmp_path / "val" / "traces" / "real.npy")
+    assert trace.shape == (30, 4) and np.allclose(trace, measured_compute(real))
+    assert pairs["trace"][1].meta["scenario"]["imbalance"]["kind"] == "trace"
+
+
+def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
+    def slower(it: pd.DataFrame) -> pd.DataFrame:
+        it["t_done"] += it["wait"]  # every wait twice as long
+        it["wait"] *= 2
+        return it
+
+    original = simulated_real(tmp_path, "original", **{"algorithm.name": "sync"})
+    perturbed = as_real(original.path, tmp_path / "perturbed", slower)
+    table, _ = validate([perturbed], tmp_path / "val")
+    it = original.iterations
+    expected = (it["compute"] + it["wait"]).mean() / (it["compute"] + 2 * it["wait"]).mean() - 1
+    assert expected < -0.05
+    assert table.loc[0, "mean_iteration_error"] == pytest.approx(expected, rel=1e-9)
+    assert table.loc[0, "mean_wait_error"] == pytest.approx(-0.5, rel=1e-9)
+    assert table.loc[0, "ks_wait"] > 0.5
+
+
+def test_out_of_sample_predicts_another_delay_from_the_first_run(tmp_path):
+    first = simulated_real(tmp_path, "first", **{"algorithm.name": "eager-solo"})
+    second = simulated_real(tmp_path, "second", **{"algorithm.name": "eager-solo", "imbalance.delay": 0.06})
+    assert np.allclose(base_compute(first), 0.01)  # the injected delays taken out
+    table, pairs = validate([first], tmp_path / "val", others=[second])
+    assert list(table["mode"]) == ["trace", "out-of-sample"]
+    predicted = table.set_index("mode").loc["out-of-sample"]
+    assert abs(predicted["mean_iteration_error"]) < 1e-9  # constant compute: the fit is exact
+    assert pairs["out-of-sample"][1].meta["scenario"]["imbalance"]["delay"] == 0.06
+
+
+def test_out_of_sample_fits_a_varying_compute(tmp_path):
+    noisy = {"workload.compute": {"dist": "lognormal", "mean": 0.01, "cv": 0.2}, "algorithm.name": "sync"}
+    first = simulated_real(tmp_path, "first", **noisy)
+    second = simulated_real(tmp_path, "second", **noisy, **{"imbalance.delay": 0.05, "seed": 4})
+    table, pairs = validate([first], tmp_path / "val", others=[second])
+    compute = pairs["out-of-sample"][1].meta["scenario"]["workload"]["compute"]
+    assert compute["dist"] == "lognormal" and compute["cv"] == pytest.approx(0.2, abs=0.1)
+    assert abs(table.set_index("mode").loc["out-of-sample", "mean_iteration_error"]) < 0.1
+
+
+def test_a_simulated_run_is_refused(tmp_path):
+    sim = load_run(simulate(scenario(**{"cluster.workers": 2, "iterations": 5}), tmp_path / "sim"))
+    with pytest.raises(UserError, match="not a real run"):
+        validate([sim], tmp_path / "val")
+
+
+def test_command_prints_the_table_and_writes_csv_and_figures(tmp_path):
+    first = simulated_real(tmp_path, "first", **{"algorithm.name": "wagma"})
+    second = simulated_real(tmp_path, "second", **{"algorithm.name": "wagma", "imbalance.delay": 0.04})
+    fragment = tmp_path / "calibration.toml"
+    fragment.write_text('[network]\nalpha = 2e-6\nbeta = 2e-10\ngamma = 1e-9\nallreduce = "ring"\n'
+                        '[workload]\ncompute = { dist = "constant", mean = 0.3 }\n')
+    out = tmp_path / "val"
+    proc = stragglerlab("validate", str(first.path), "--predict", str(second.path), "--calibration", str(fragment),
+                        "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "mean err %" in proc.stdout and "out-of-sample" in proc.stdout
+    table = pd.read_csv(out / "validation.csv")
+    assert list(table["mode"]) == ["trace", "out-of-sample"]
+    for figure in ("trace.pdf", "out-of-sample.pdf"):
+        assert (out / figure).read_bytes().startswith(b"%PDF")
+    assert load_run(out / "trace" / "first").meta["scenario"]["network"]["alpha"] == 2e-6
+
+
+def test_command_errors_are_one_line(tmp_path):
+    sim = simulate(scenario(**{"cluster.workers": 2, "iterations": 5}), tmp_path / "sim")
+    proc = stragglerlab("validate", str(sim), "-o", str(tmp_path / "val"))
+    assert proc.returncode == 2 and "not a real run" in proc.stderr and "Traceback" not in proc.stderr
+    proc = stragglerlab("validate", str(sim), "--calibration", str(tmp_path / "missing.toml"))
+    assert proc.returncode == 2 and "cannot read the calibration" in proc.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_real_four_rank_runs_validate(spawn, scenario_file, tmp_path):
+    """One real 4-rank run per algorithm, validated trace-driven; the errors are printed (``-s``) for the notes."""
+    path = scenario_file("""
+seed = 2
+iterations = 20
+[cluster]
+workers = 4
+[workload]
+params = 4096
+compute = { dist = "constant", mean = 0.02 }
+[imbalance]
+kind = "random-delay"
+delay = 0.02
+[algorithm]
+sync_period = 4
+group_size = 2
+period = 3
+global_period = 6
+""")
+    runs = []
+    for algorithm in ALGORITHMS:
+        proc = spawn(4, ["run", str(path), "--set", f"algorithm.name={algorithm}", "-o", str(tmp_path / algorithm)])
+        assert proc.returncode == 0, proc.stderr
+        runs.append(load_run(tmp_path / algorithm))
+    table, _ = validate(runs, tmp_path / "val")
+    assert list(table["algorithm.name"]) == ALGORITHMS
+    assert np.isfinite(table["mean_iteration_error"]).all()
+    assert (table["mean_iteration_error"].abs() < 0.5).all(), table  # gross failures only: a shared, busy machine
+    print(table[["algorithm.name", "mean_iteration_real", "mean_iteration_sim", "mean_iteration_error"]])
