@@ -1,7 +1,17 @@
 """Failure detection: a rank that dies makes the others stop within a bounded time, naming it, instead of hanging.
 
+Two watchers, both reading the heartbeat files of the run folder's ``.live/``:
+
+- :func:`watch_job`, in ``stragglerlab run --np``'s launcher process: it notes the first rank whose process dies
+  before it is done, and when the job ends reports that rank in one line and in ``meta.json`` (``error``,
+  ``finished = false``). This is the report that always comes: MPICH itself takes every surviving rank down within
+  milliseconds once its progress engine sees a peer's connection close (measured with MPICH 5.0: fault tolerance
+  mode, ``MPIR_CVAR_ENABLE_FT``, asserts instead), often before any rank could say anything.
+- :class:`Watchdog`, a thread in every rank, for the failures MPI does not notice: a rank that hangs, stops or sits
+  on another host whose death MPI learns late.
+
 MPI gives no portable way to learn that a peer died (a rank blocked in a collective or in the native core's wait
-simply waits), so every rank runs a watchdog thread beside the training loop. It rewrites its own heartbeat file in
+may simply wait), so every rank runs a watchdog thread beside the training loop. It rewrites its own heartbeat file in
 the run folder's ``.live/`` every ``period`` seconds and reads the others': a peer is lost when its process on this
 host is gone, or when its heartbeat is older than ``timeout`` seconds (another host, or a hung process). A rank that
 finishes marks its file done, and is not waited for any more. On a loss the watchdog calls ``on_loss(message)``
@@ -14,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -89,16 +100,80 @@ class Watchdog:
             if message is not None:
                 try:
                     self.on_loss(message)
+                    self._beat("stopped")
+                    self._let_rank0_record()
                 finally:
                     sys.stderr.flush()
                     os._exit(EXIT_LOST)
 
+    def _let_rank0_record(self, limit: float = 3.0) -> None:
+        """Before exiting, give rank 0 a moment to record the failure in ``meta.json``: some launchers take the
+        whole job down when one rank exits."""
+        host, pid = self.peers.get(0, (None, 0))
+        deadline = time.monotonic() + limit
+        while self.rank != 0 and time.monotonic() < deadline:
+            if self._state(0)[0] in ("stopped", "done") or (host == self.host and not _alive(pid)):
+                return
+            time.sleep(0.05)
+
+
+def _records(folder: Path) -> dict[int, dict]:
+    """Every rank's last heartbeat record in ``folder/.live``."""
+    out = {}
+    for path in (Path(folder) / LIVE).glob("rank-*.json"):
+        try:
+            out[int(path.stem.split("-")[1])] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0.01, grace: float = 5.0) -> str | None:
+    """Wait for the launched job ``proc``; return a message naming the first of its ranks (on this host) that died
+    before it was done, or None. Records the message in the run's ``meta.json`` when the run did not finish.
+
+    Processes are checked every ``period`` seconds (MPI takes the survivors down some tens of milliseconds after a
+    death, so the first to go is the lost one); the heartbeat files, for the ranks' pids, every half second. When
+    the survivors have stopped on a loss of their own finding (a hung rank) and the job is still there ``grace``
+    seconds later, the ranks still running are killed: the launcher would otherwise wait for the hung one."""
+    lost, since, records, read, stopped = None, time.time(), {}, 0.0, None
+    while proc.poll() is None:
+        time.sleep(period)
+        if time.monotonic() - read > 0.5:
+            records = {rank: r for rank, r in _records(folder).items() if r.get("host") == host and r["t"] >= since}
+            read = time.monotonic()
+            if stopped is None and any(r.get("state") == "stopped" for r in records.values()):
+                stopped = time.monotonic()
+        if stopped is not None and time.monotonic() - stopped > grace:
+            for r in records.values():
+                if r.get("state") == "running" and _alive(r["pid"]):
+                    os.kill(r["pid"], 9)
+        if lost is None:
+            running = {rank: r["pid"] for rank, r in sorted(records.items()) if r.get("state") == "running"}
+            dead = [rank for rank, pid in running.items() if not _alive(pid)]
+            if dead and _records(folder).get(dead[0], {}).get("state") == "running":
+                lost = f"rank {dead[0]} (pid {running[dead[0]]} on {host}) died"
+    meta_path = Path(folder) / "meta.json"
+    if lost is not None and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if not meta.get("finished"):
+            meta.setdefault("error", lost)
+            tmp = meta_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+            tmp.rename(meta_path)
+    return lost
+
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie, dead but not yet reaped by its launcher, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -58,13 +58,27 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
             *(["--save-model", str(args.save_model)] if args.save_model else [])]
 
 
+def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
+    """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
+    import socket
+
+    from realrun.watchdog import watch_job
+
+    proc = subprocess.Popen(launch(np_, argv))
+    lost = watch_job(proc, folder, socket.gethostname())
+    if proc.returncode != 0 and lost is not None:
+        print(f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
+              f"{folder} holds what was written", file=sys.stderr)
+    return proc.returncode or 0
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args)
     folder = args.output or Path("runs") / f"{scenario.name}-real"
     if args.np is not None:
         if args.np < 1:
             raise UserError(f"--np {args.np}: needs at least one rank")
-        return subprocess.run(launch(args.np, _rank_argv(args, folder))).returncode
+        return _launch_and_watch(args.np, _rank_argv(args, folder), folder)
     from realrun.harness import run_rank
 
     run_rank(scenario, folder, args.backend, args.heartbeat_timeout, args.save_model)

@@ -59,7 +59,7 @@ def script(args: argparse.Namespace) -> str:
               + (", one GPU per rank (device cuda = cuda:<local rank>)" if gpus else ""),
               "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}",
               "stragglerlab build-native  # compile the native core once, before the ranks start",
-              " ".join(filter(None, ["srun --kill-on-bad-exit=0", args.srun_args, command])), ""]
+              " ".join(filter(None, ["srun --kill-on-bad-exit=1", args.srun_args, command])), ""]
     return "\n".join(lines)
 
 

@@ -1,0 +1,68 @@
+"""A rank that dies mid-run (``stragglerlab run --np``): the job stops within a bounded time with a message naming
+the lost rank, and the run folder reads back, marked unfinished, with the error in ``meta.json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from analysis.runfolder import load_run
+from tests.realrun.conftest import ROOT, environment
+
+pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
+
+SCENARIO = """
+seed = 1
+iterations = 400
+[cluster]
+workers = 3
+[workload]
+params = 128
+compute = { dist = "constant", mean = 0.02 }
+[algorithm]
+name = "eager-solo"
+sync_period = 8
+"""
+
+
+def _pid_of(folder, rank: int, deadline: float) -> int:
+    """The pid in a rank's heartbeat, once the rank has written rows (so the kill lands mid-run)."""
+    beat = folder / ".live" / f"rank-{rank:05d}.json"
+    while time.monotonic() < deadline:
+        parts = list((folder / "iterations.parquet").glob(f"part-r{rank:05d}-*.parquet")) \
+            if (folder / "iterations.parquet").is_dir() else []
+        if beat.exists() and parts:
+            return json.loads(beat.read_text())["pid"]
+        time.sleep(0.2)
+    pytest.fail("the run never started writing")
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_file, tmp_path, victim):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario_file(SCENARIO)), "--np", "3",
+               "-o", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
+                            cwd=ROOT)
+    try:
+        os.kill(_pid_of(out, victim, time.monotonic() + 60), signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = proc.communicate(timeout=30)
+        stopped = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert stopped < 30
+    assert f"rank {victim} (pid" in stderr, stderr
+    run = load_run(out)
+    assert not run.finished
+    assert len(run.iterations) > 0
+    assert f"rank {victim} (pid" in run.meta["error"]
