@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--setup", action="append", default=[], metavar="LINE",
                         help="a shell line run before srun, e.g. 'module load mpich' or 'source venv/bin/activate'")
     parser.add_argument("--srun-args", default="", metavar="ARGS",
-                        help="extra srun arguments, e.g. '--mpi=pmi2' where the MPI needs it")
+                        help="extra srun arguments, e.g. --srun-args=--mpi=pmi2 where the MPI needs it")
 
 
 def script(args: argparse.Namespace) -> str:

@@ -1,0 +1,123 @@
+"""The real-run harness's pieces without MPI: imbalance injection, the calibration fits, per-rank parts read back
+by load_run, the watchdog's verdicts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from analysis.runfolder import RunWriter, load_run
+from realrun.calibration import compute_model, fit_linear, fit_network, partners
+from realrun.injection import Injection
+from realrun.parts import RankParts
+from realrun.watchdog import Watchdog, _alive
+from simulator.imbalance import ComputeTimes
+from simulator.network import flat_allreduce
+from simulator.scenario import load
+
+
+def scenario(*sets: str):
+    return load(text="", name="t", overrides=["cluster.workers=4", *sets])
+
+
+def test_random_delay_is_added_exactly_where_the_simulator_adds_it():
+    s = scenario("imbalance.kind=random-delay", "imbalance.slow=[1,2]", "imbalance.delay=0.25")
+    times = ComputeTimes(s)
+    for rank in range(4):
+        injection = Injection(s, rank, timing_only=False)
+        for n in range(50):
+            expected = 0.25 if rank in times.slow_workers(n) else 0.0
+            assert injection.extra(n, measured=0.1) == expected
+        timing = Injection(s, rank, timing_only=True)
+        assert timing.extra(7, measured=0.0) == pytest.approx(times.row(7)[rank])
+
+
+def test_persistent_factors_slow_a_rank_down_in_proportion_and_never_speed_it_up():
+    s = scenario("imbalance.kind=persistent", "imbalance.factors={1 = 2.5, 2 = 0.5}")
+    assert Injection(s, 1, timing_only=False).extra(0, measured=0.2) == pytest.approx(0.3)
+    assert Injection(s, 2, timing_only=False).extra(0, measured=0.2) == 0.0
+    assert Injection(s, 0, timing_only=False).extra(0, measured=0.2) == 0.0
+
+
+def test_trace_pads_the_measured_time_up_to_the_trace(tmp_path):
+    trace = tmp_path / "trace.npy"
+    np.save(trace, np.array([[0.1, 0.2, 0.3, 0.4]]))
+    s = scenario("imbalance.kind=trace", f"imbalance.file=\"{trace}\"")
+    assert Injection(s, 2, timing_only=False).extra(5, measured=0.1) == pytest.approx(0.2)
+    assert Injection(s, 0, timing_only=False).extra(5, measured=0.5) == 0.0
+
+
+def test_work_mode_burns_the_delay_in_computation():
+    s = scenario("imbalance.kind=random-delay", "imbalance.mode=work")
+    injection = Injection(s, 0, timing_only=False)
+    cpu, wall = time.process_time(), time.perf_counter()
+    injection.spend(0.05)
+    assert time.perf_counter() - wall >= 0.05 and time.process_time() - cpu > 0.02
+
+
+def test_linear_fit_recovers_known_coefficients_with_small_errors():
+    sizes = np.array([2.0**k for k in range(0, 23, 2)])
+    t = 2e-6 + sizes * 1e-10
+    fit = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t)
+    assert fit.coef == pytest.approx([2e-6, 1e-10], rel=1e-6) and fit.residual < 1e-9
+    rng = np.random.default_rng(0)
+    noisy = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t * (1 + 0.05 * rng.standard_normal(len(t))))
+    assert noisy.coef[0] == pytest.approx(2e-6, rel=0.2) and (noisy.stderr > 0).all()
+
+
+def test_gamma_is_fitted_from_the_allreduce_model():
+    sizes = np.array([2.0**k for k in range(0, 23, 2)])
+    nbytes = 4.0 * np.maximum(sizes // 4, 1)
+    one_way = 3e-6 + sizes * 2e-10
+    allreduce = np.array([flat_allreduce("ring", 4, n, 3e-6, 2e-10, 5e-11) for n in nbytes])
+    fits = fit_network(one_way, allreduce, 4, "ring")
+    assert fits["gamma"].coef[0] == pytest.approx(5e-11, rel=1e-3) and fits["gamma"].residual < 1e-6
+
+
+def test_compute_model_and_ping_pong_partners():
+    assert compute_model(np.full(10, 0.2)) == {"dist": "constant", "mean": pytest.approx(0.2)}
+    varied = compute_model(np.array([0.1, 0.2, 0.3]))
+    assert varied["dist"] == "lognormal" and varied["cv"] > 0.3
+    assert partners(["a", "a", "a"]) == {"": 1}
+    assert partners(["a", "a", "b", "b"]) == {"": 2, "intra_": 1}
+
+
+def test_parts_of_every_rank_read_back_while_running_and_merge_when_finished(tmp_path):
+    folder = tmp_path / "run"
+    writer = RunWriter(folder, {"source": "real"})
+    for rank in (1, 0):
+        parts = RankParts(folder, rank)
+        for n in range(3):
+            parts.add("iterations", (rank, n, 0.0, 0.1, 0.2, 0.1, 0.1, n, n, 0, True))
+        parts.flush()
+    running = load_run(folder)
+    assert not running.finished and len(running.iterations) == 6
+    writer.close(finished=True)
+    done = load_run(folder)
+    assert done.finished and list(done.iterations["worker"]) == [0, 0, 0, 1, 1, 1]
+
+
+def test_watchdog_names_a_dead_peer_and_forgets_a_finished_one(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    me = os.getpid()
+    dog = Watchdog(tmp_path, 0, {0: ("h", me), 1: ("h", child.pid), 2: ("h", me)}, "h", lambda m: None, timeout=60)
+    dog.dir.mkdir()
+    dog._started = time.time()
+    assert not _alive(child.pid)
+    assert dog.lost() == f"rank 1 (pid {child.pid} on h) died"
+    (dog.dir / "rank-00001.json").write_text(json.dumps({"state": "done", "t": time.time()}))
+    assert dog.lost() is None
+
+
+def test_watchdog_names_a_silent_peer_on_another_host(tmp_path):
+    dog = Watchdog(tmp_path, 0, {0: ("h", os.getpid()), 1: ("other", 1)}, "h", lambda m: None, timeout=0.05)
+    dog.dir.mkdir()
+    dog._started = time.time() - 1
+    assert dog.lost() == "rank 1 (pid 1 on other) sent no heartbeat for 0.05 s"
