@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from analysis.runfolder import load_run
+from tests.native.test_probe import splitmix_initiator
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
 
@@ -28,15 +29,6 @@ factors = { 1 = 6.0 }
 [algorithm]
 sync_period = 0
 """
-
-
-def splitmix_initiator(seed: int, n: int, size: int) -> int:
-    """init(n) of eager-majority (docs/native.md), written independently of the C code."""
-    mask = 2**64 - 1
-    z = (seed + (n + 1) * 0x9E3779B97F4A7C15) & mask
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return (z ^ (z >> 31)) % size
 
 
 def real_run(spawn, scenario_file, tmp_path, *sets: str):
