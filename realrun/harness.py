@@ -18,6 +18,7 @@ import shutil
 import socket
 import sys
 import threading
+import traceback
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -70,11 +71,15 @@ def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict
     }
 
 
+class SharedError(UserError):
+    """A setup error every rank raises (rank 0 reports it)."""
+
+
 def _agree(comm: Any, error: str | None) -> None:
     """Raise on every rank when any rank failed a setup step (a lone failure would leave the others waiting)."""
     errors = [e for e in comm.allgather(error) if e]
     if errors:
-        raise UserError(errors[0])
+        raise SharedError(errors[0])
 
 
 def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbeat_timeout: float = 10.0,
@@ -86,17 +91,17 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if size != scenario.workers:
-        raise UserError(f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
+        raise SharedError(f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
                         f"run it on {scenario.workers} ranks or --set cluster.workers={size}")
     if backend == "torch" and scenario.algorithm.name != "sync":
-        raise UserError(f"--backend torch runs only algorithm.name = \"sync\", not \"{scenario.algorithm.name}\"")
+        raise SharedError(f"--backend torch runs only algorithm.name = \"sync\", not \"{scenario.algorithm.name}\"")
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, ranks_here = node.Get_rank(), node.Get_size()
     error, replica = None, None
     try:
         replica = make_replica(scenario, rank, local_rank, ranks_here)
-    except UserError as err:
-        error = str(err)
+    except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
+        error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
     scenario = scenario.replace(**{"workload.params": replica.dimension})
     host = socket.gethostname()
@@ -137,8 +142,12 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
             parts.flush()
         comm.Barrier()
     except BaseException as err:
-        stop(f"{type(err).__name__}: {err}")
-        raise
+        # Leave at once: the other ranks may be blocked in MPI, where this rank's normal exit (MPI_Finalize)
+        # could wait on them forever; its death stops them (see realrun.watchdog).
+        if not isinstance(err, UserError | KeyboardInterrupt):
+            traceback.print_exc()
+        stop(str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}")
+        os._exit(2 if isinstance(err, UserError) else 1)
     watchdog.finish()
     if writer is not None:
         writer.close(finished=True, wall_seconds=round(clock.now(), 3))

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.scenario import Scenario
+from simulator.scenario import Scenario, ScenarioError
 from simulator.workloads.torch_bridge import batch_of, evaluate
 
 
@@ -145,7 +145,10 @@ class TorchReplica(Replica):
             at += p.numel()
         self.params_list = params
         self._pinned = torch.empty(self.dimension, dtype=torch.float32, pin_memory=self.device.type == "cuda")
-        self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
+        try:
+            self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
+        except ValueError as err:
+            raise ScenarioError(f"workload.model = \"{scenario.workload.model}\": {err}") from None
 
     def host(self, x: Any) -> np.ndarray:
         if isinstance(x, np.ndarray):

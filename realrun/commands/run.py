@@ -79,11 +79,17 @@ def run(args: argparse.Namespace) -> int:
         if args.np < 1:
             raise UserError(f"--np {args.np}: needs at least one rank")
         return _launch_and_watch(args.np, _rank_argv(args, folder), folder)
-    from realrun.harness import run_rank
-
-    run_rank(scenario, folder, args.backend, args.heartbeat_timeout, args.save_model)
     from mpi4py import MPI
 
-    if MPI.COMM_WORLD.Get_rank() == 0:
+    from realrun.harness import SharedError, run_rank
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    try:
+        run_rank(scenario, folder, args.backend, args.heartbeat_timeout, args.save_model)
+    except SharedError:
+        if rank == 0:
+            raise
+        return 2  # every rank has it; rank 0 says it
+    if rank == 0:
         print(folder)
     return 0

@@ -121,3 +121,34 @@ def test_watchdog_names_a_silent_peer_on_another_host(tmp_path):
     dog.dir.mkdir()
     dog._started = time.time() - 1
     assert dog.lost() == "rank 1 (pid 1 on other) sent no heartbeat for 0.05 s"
+
+
+@pytest.mark.parametrize("model", ["torch:mlp", "torch:cnn"])
+def test_a_real_replica_trains_the_simulators_model_on_the_simulators_samples(model):
+    """Same model, initial weights, data and shards: a rank's gradient equals the simulator's for that
+    (worker, iteration), and the evaluations agree."""
+    pytest.importorskip("torch")
+    from realrun.replica import make_replica
+    from simulator.workloads import load as load_workload
+
+    s = scenario(f"workload.model={model}", "workload.batch=8")
+    simulated = load_workload(s)
+    w0 = simulated.initial()
+    for rank, n in [(0, 0), (3, 5), (2, 200)]:
+        replica = make_replica(s, rank, 0)
+        assert np.array_equal(replica.host(replica.params()), w0.astype(np.float32))
+        g, loss = replica.gradient(n)
+        G, losses = simulated.gradient(w0[None], simulated.batches(np.array([rank]), np.array([n])))
+        assert np.allclose(replica.host(g), G[0], atol=1e-6) and loss == pytest.approx(losses[0], rel=1e-6)
+    assert np.allclose(replica.evaluate(), simulated.evaluate(w0), rtol=1e-6)
+
+
+def test_simulate_trains_a_shipped_torch_workload(tmp_path):
+    pytest.importorskip("torch")
+    from tests.realrun.conftest import stragglerlab
+
+    proc = stragglerlab("simulate", "--example", "eager-injected", "--set", "workload.model=torch:mlp",
+                        "--set", "cluster.workers=4", "--set", "iterations=20", "--set", "workload.batch=16",
+                        "-o", str(tmp_path / "sim"))
+    assert proc.returncode == 0, proc.stderr
+    assert len(load_run(tmp_path / "sim").evals) >= 2
