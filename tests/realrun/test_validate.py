@@ -152,4 +152,5 @@ global_period = 6
     assert list(table["algorithm.name"]) == ALGORITHMS
     assert np.isfinite(table["mean_iteration_error"]).all()
     assert (table["mean_iteration_error"].abs() < 0.5).all(), table  # gross failures only: a shared, busy machine
-    print(table[["algorithm.name", "mean_iteration_real", "mean_iteration_sim", "mean_iteration_error"]])
+    print(table[["algorithm.name", "mean_iteration_real", "mean_iteration_sim", "mean_iteration_error"]]
+          .to_string(index=False))
