@@ -14,14 +14,14 @@ real computation, so what each imbalance kind means there is:
 With ``workload.model = "none"`` (timing only) there is no real computation: a rank spends the whole simulated
 compute time ``row(n)[i]`` (the compute distribution plus the imbalance), so simulation and run share every number.
 
-``imbalance.mode``: ``sleep`` sleeps; ``work`` burns the time in real computation (matrix products on this rank's
-device, so the delay also takes the compute resources a real straggler takes), checking the clock between products.
+``imbalance.mode``: ``sleep`` sleeps; ``work`` burns the time in real computation (small numpy matrix products on
+the CPU, about 0.1 ms each, checking the clock between them), so the delay also takes a core as a real straggler's
+work does.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
@@ -32,12 +32,12 @@ from simulator.scenario import Scenario
 class Injection:
     """What rank ``rank`` adds at each iteration, and how it spends it."""
 
-    def __init__(self, scenario: Scenario, rank: int, timing_only: bool, burn: Any = None):
+    def __init__(self, scenario: Scenario, rank: int, timing_only: bool):
         self.times = ComputeTimes(scenario)
         self.kind, self.rank, self.timing_only = scenario.imbalance.kind, rank, timing_only
         self.delay, self.factor = scenario.imbalance.delay, float(self.times.factors[rank])
         self.work = scenario.imbalance.mode == "work"
-        self._burn = burn or _numpy_burn()
+        self._burn = _numpy_burn()
 
     def extra(self, n: int, measured: float) -> float:
         """Seconds to add at iteration ``n`` after a computation of ``measured`` seconds."""
