@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import run_bounded
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
@@ -44,20 +46,9 @@ def mpirun_command(native_library: Path):
 
     def run(ranks: int, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        command = [_mpiexec(), "-n", str(ranks), *argv]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.terminate()  # mpiexec forwards it and takes its ranks down; kill only if it does not
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-            pytest.fail(f"{' '.join(command)} did not finish in {timeout} s (deadlock?)")
-        assert proc.returncode == 0, f"exit {proc.returncode}\n{stdout}\n{stderr}"
-        return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+        done = run_bounded([_mpiexec(), "-n", str(ranks), *argv], timeout, env, ROOT)
+        assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done
 
     return run
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import run_bounded
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -43,19 +45,7 @@ def spawn(native_ready):
             command = launch(ranks, argv)
         except UserError as err:
             pytest.skip(str(err))
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=environment(), cwd=ROOT)
-        try:
-            stdout, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.terminate()  # mpiexec forwards it to its ranks; kill only if that does not end it
-            try:
-                proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-            pytest.fail(f"{' '.join(command)} did not finish in {timeout} s (deadlock?)")
-        return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+        return run_bounded(command, timeout, environment(), ROOT)
 
     return run
 
