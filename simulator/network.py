@@ -84,16 +84,6 @@ class NetworkModel:
         return reduce + flat_allreduce(self.allreduce_algorithm, nodes, n, self.alpha, self.beta,
                                        self.gamma) + broadcast
 
-    def broadcast(self, ranks: Sequence[int] | int, n: float) -> float:
-        """Binomial-tree broadcast of ``n`` bytes over ``ranks``: inter-node tree, then intra-node trees."""
-        ranks = range(ranks) if isinstance(ranks, int) else ranks
-        nodes, local = self._layout(ranks)
-        return log2ceil(nodes) * self.p2p(n) + log2ceil(local) * self.p2p(n, intra=True)
-
-    def allgather(self, p: int, n: float) -> float:
-        """Recursive-doubling allgather of ``n`` bytes from each of ``p`` ranks (flat links)."""
-        return log2ceil(p) * self.alpha + (p - 1) * n * self.beta
-
     def lower_bound(self, p: int, n: float) -> float:
         """⌈log2 p⌉·alpha + 2(p−1)/p·n·beta: no allreduce of ``n`` bytes over ``p`` ranks is faster."""
         return log2ceil(p) * self.alpha + 2 * (p - 1) / p * n * self.beta

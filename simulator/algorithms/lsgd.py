@@ -3,10 +3,11 @@
 Workers run free. When the total number of iterations over all workers reaches a multiple of P·period (a local
 exchange: each worker is pulled toward the best worker of its node) or of P·global_period (also a global one:
 toward the best worker overall), every worker joins one blocking exchange after its current iteration, as the
-released code's counting server does. The exchange starts when the last worker joins: an allgather of the workers'
-running-mean losses, then a broadcast of each node leader's model inside its node, and of the global leader's model
-to everyone in a global exchange. A blocking exchange needs every worker, so none is triggered once some worker
-has posted its last iteration (before the post that would trigger it, in the engine's order).
+released code's counting server does. The exchange starts when the last worker joins and, like every round's data
+exchange (DESIGN §4), takes T_ar: an allreduce of the model over all workers, which bounds what the released code
+sends (an allgather of running-mean losses, then broadcasts of the leaders' models). A blocking exchange needs every
+worker, so none is triggered once some worker has posted its last iteration (before the post that would trigger it,
+in the engine's order).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 from simulator.engine import COMPLETIONS, Call, Engine
 from simulator.network import NetworkModel, message_bytes
 from simulator.scenario import Scenario
-
-LOSS_BYTES = 8  # a worker's running-mean loss and its rank, as in the released code's message
 
 
 class Lsgd:
@@ -26,11 +25,7 @@ class Lsgd:
         self.P = scenario.workers
         o = scenario.algorithm
         self.local_every, self.global_every = self.P * o.period, self.P * o.global_period
-        net, n = NetworkModel.of(scenario), message_bytes(scenario)
-        wpn = scenario.cluster.workers_per_node
-        node = min(wpn, self.P)
-        self.t_local = net.allgather(self.P, LOSS_BYTES) + net.broadcast(node, n)
-        self.t_global = self.t_local + net.broadcast(self.P, n)
+        self.t_exchange = NetworkModel.of(scenario).allreduce(self.P, message_bytes(scenario))
         self.count = 0
         self.last = scenario.iterations - 1
         self.ending = 0  # workers that have posted their last iteration
@@ -54,8 +49,7 @@ class Lsgd:
         self.joined.append(call)
         if len(self.joined) == self.P:
             now = self.engine.now
-            duration = self.t_global if ex["global"] else self.t_local
-            self.engine.at(duration, COMPLETIONS, lambda: self.complete(ex, now + duration))
+            self.engine.at(self.t_exchange, COMPLETIONS, lambda: self.complete(ex, now + self.t_exchange))
 
     def complete(self, ex: dict, t_done: float) -> None:
         m = self.rounds

@@ -218,7 +218,7 @@ class FastEngine:
             state[K.L_BASE] = window.base
             status, written = K.lsgd_kernel(
                 state, t_trigger, heap_t, heap_w, iteration, unresolved, window.times, window.start, window.post,
-                window.done, window.round, window.fresh, N, a.local_every, a.global_every, a.t_local, a.t_global,
+                window.done, window.round, window.fresh, N, a.local_every, a.global_every, a.t_exchange,
                 out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["global"])
             every = np.full(written, P, dtype=np.int64)
             self._emit_rounds(written, {**out, "contributors": every, "fresh": every},

@@ -193,7 +193,7 @@ def _pop(heap_t, heap_w, size):
 @njit(cache=True)
 def lsgd_kernel(state, t_trigger_state, heap_t, heap_w, iteration, unresolved, compute,
                 r_start, r_post, r_done, r_round, r_fresh, iterations, local_every, global_every,
-                t_local, t_global, out_round, out_initiator, out_trigger, out_done, out_global):
+                t_exchange, out_round, out_initiator, out_trigger, out_done, out_global):
     """Merge the free-running workers' posts in (time, worker) order and run LSGD's exchanges.
 
     The heap holds each worker's next post; ``iteration[i]`` is the iteration that post ends and
@@ -242,7 +242,7 @@ def lsgd_kernel(state, t_trigger_state, heap_t, heap_w, iteration, unresolved, c
             continue
         # the last worker joined: the exchange starts now and releases everyone when it completes
         m = state[L_ROUND]
-        done = t + (t_global if state[L_GLOBAL] else t_local)
+        done = t + t_exchange
         for i in range(P):
             for j in range(unresolved[i], iteration[i] + 1):
                 r_round[j - base, i] = m
