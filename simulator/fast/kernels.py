@@ -38,48 +38,39 @@ def round_kernel(state, t_start, first_post, pend_n, pend_t, pend_head, pend_len
     base = state[S_BASE]
     rows = r_post.shape[0]
     R = pend_n.shape[1]
-    posts = np.empty(P)
     written = 0
+    full = np.any(pend_len == R)  # a round pushes at most one pending contribution per worker
     while state[S_ROUND] < total:
         m = state[S_ROUND]
         if written == out_round.shape[0]:
             return OUT_FULL, written
         if (m + 1) * stride - base > rows:
             return NEED_ROWS, written
-        for i in range(P):
-            if pend_len[i] == R:
-                return NEED_PENDING, written
+        if full:
+            return NEED_PENDING, written
         first = m * stride
         call = first + stride - 1
-        # local steps (local SGD), then the post of call m
+        k = call - base
+        # local steps (local SGD), then the post of call m; the trigger on the way: the last post (synchronous,
+        # the highest rank among ties), the first post (the lowest rank among ties) or the fixed initiator's post
+        sync = is_sync[m]
+        initiator = -1 if sync else fixed_initiator[m]
+        pick = initiator < 0
         for i in range(P):
             t = _local_steps(i, t_start[i], first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
-            k = call - base
             r_start[k, i] = t
-            posts[i] = t + compute[k, i]
-            r_post[k, i] = posts[i]
+            t = t + compute[k, i]
+            r_post[k, i] = t
             if m == 0:
-                first_post[i] = posts[i]
-        # trigger: the last post (synchronous), the first post, or the fixed initiator's post
-        if is_sync[m]:
-            initiator = 0
-            for i in range(1, P):
-                if posts[i] >= posts[initiator]:
-                    initiator = i
-            x = posts[initiator]
-        else:
-            initiator = fixed_initiator[m]
-            if initiator < 0:
-                initiator = 0
-                for i in range(1, P):
-                    if posts[i] < posts[initiator]:
-                        initiator = i
-            x = posts[initiator] + t_act
+                first_post[i] = t
+            if pick and (i == 0 or (t >= r_post[k, initiator] if sync else t < r_post[k, initiator])):
+                initiator = i
+        posts = r_post[k]
         t_trigger = posts[initiator]
+        x = t_trigger if sync else t_trigger + t_act
         done = x + t_exchange[m]
         contributors = 0
         fresh_count = 0
-        k = call - base
         for i in range(P):
             fresh = posts[i] <= x
             # late contributions of earlier calls that this exchange takes (posted no later than its start)
@@ -111,6 +102,7 @@ def round_kernel(state, t_start, first_post, pend_n, pend_t, pend_head, pend_len
                     pend_n[i, slot] = call
                     pend_t[i, slot] = posts[i]
                     pend_len[i] += 1
+                    full |= pend_len[i] == R
             if late_mode == DEPOSIT:
                 contributors += first_post[i] <= x
             elif fresh or taken > 0:
