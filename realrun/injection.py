@@ -41,14 +41,12 @@ class Injection:
 
     def extra(self, n: int, measured: float) -> float:
         """Seconds to add at iteration ``n`` after a computation of ``measured`` seconds."""
-        if self.timing_only:
+        if self.timing_only or self.kind == "trace":  # pad up to the simulated compute time
             return max(float(self.times.row(n)[self.rank]) - measured, 0.0)
         if self.kind == "random-delay":
             return self.delay if self.rank in self.times.slow_workers(n) else 0.0
         if self.kind == "persistent":
             return max(self.factor - 1.0, 0.0) * measured
-        if self.kind == "trace":
-            return max(float(self.times.row(n)[self.rank]) - measured, 0.0)
         return 0.0
 
     def spend(self, seconds: float) -> None:

@@ -19,18 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from simulator.convergence import sgd
 from simulator.scenario import Scenario, ScenarioError
 from simulator.workloads.torch_bridge import batch_of, evaluate
-
-
-def sgd(w: Any, g: Any, buf: Any, lr: float, momentum: float, weight_decay: float) -> Any:
-    """One step of SGD in place on numpy arrays or torch tensors alike; returns the new momentum buffer."""
-    d = g + weight_decay * w if weight_decay else g
-    if momentum:
-        buf = d if buf is None else buf * momentum + d
-        d = buf
-    w -= lr * d
-    return buf
 
 
 class Replica:

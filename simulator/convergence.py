@@ -70,6 +70,17 @@ class Schedule:
         return it, rounds
 
 
+def sgd(w, g, buf, lr: float, momentum: float, weight_decay: float):
+    """One step of SGD in place on numpy arrays or torch tensors alike (``torch.optim.SGD`` with dampening 0: the
+    first step's buffer is the gradient); returns the new momentum buffer. Real runs step with it too."""
+    d = g + weight_decay * w if weight_decay else g
+    if momentum:
+        buf = d if buf is None else buf * momentum + d
+        d = buf
+    w -= lr * d
+    return buf
+
+
 class Optimizer:
     """SGD with momentum and weight decay over P replicas (one momentum buffer each)."""
 
@@ -79,12 +90,12 @@ class Optimizer:
         self.buf = np.zeros(shape) if self.momentum else None
 
     def step(self, W: np.ndarray, g: np.ndarray, rows: np.ndarray | slice = slice(None)) -> None:
-        """W[rows] ← W[rows] − lr·(momentum buffer of g + weight_decay·W[rows]); ``g`` (d,) or one row each."""
-        d = g + self.weight_decay * W[rows] if self.weight_decay else g
-        if self.buf is not None:
-            self.buf[rows] = self.momentum * self.buf[rows] + d
-            d = self.buf[rows]
-        W[rows] -= self.lr * d
+        """:func:`sgd` on ``W[rows]``; ``g`` (d,) or one row each."""
+        w = W[rows]
+        buf = sgd(w, g, None if self.buf is None else self.buf[rows], self.lr, self.momentum, self.weight_decay)
+        W[rows] = w
+        if buf is not None:
+            self.buf[rows] = buf
 
 
 class Evaluations:
