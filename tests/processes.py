@@ -24,3 +24,14 @@ def run_bounded(command: list[str], timeout: float, env: dict[str, str], cwd: Pa
             proc.communicate()
         pytest.fail(f"{' '.join(command)} did not finish in {timeout} s (deadlock?)")
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+
+def mpiexec_or_skip() -> str:
+    """The ``mpiexec`` real runs would use (:func:`realrun.commands.run.mpiexec`); skip the test without one."""
+    from analysis.errors import UserError
+    from realrun.commands.run import mpiexec
+
+    try:
+        return mpiexec()
+    except UserError:
+        pytest.skip("no mpiexec (install the mpi extra)")

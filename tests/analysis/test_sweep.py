@@ -1,7 +1,6 @@
 """Sweeps: grids, cell names, resuming after an interruption, the summary, and MPI ranks."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from simulator.scenario import ScenarioError
 from simulator.sweep import cells, parse_grid, short_names, split_values
 from stragglerlab.cli import main
 from tests.helpers import scenario
+from tests.processes import mpiexec_or_skip
 
 
 def test_grid_values_split_outside_brackets_and_parse_as_toml():
@@ -111,10 +111,7 @@ def test_killed_sweep_process_resumes(tmp_path):
 
 @pytest.mark.mpi
 def test_sweep_on_mpi_ranks(tmp_path):
-    mpiexec = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or shutil.which(
-        "mpiexec", path=os.path.dirname(sys.executable))
-    if mpiexec is None:
-        pytest.skip("no mpiexec")
+    mpiexec = mpiexec_or_skip()
     out = tmp_path / "sweep"
     done = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "stragglerlab.cli", "sweep", "--example",
                            "eager-injected", *ARGS, "-o", str(out)], capture_output=True, text=True, timeout=120)

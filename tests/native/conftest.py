@@ -7,22 +7,16 @@ skipped only when mpiexec or an MPI C compiler is absent.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.processes import run_bounded
+from tests.processes import mpiexec_or_skip, run_bounded
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-
-
-def _mpiexec() -> str | None:
-    beside_python = str(Path(sys.executable).parent)
-    return os.environ.get("MPIEXEC") or shutil.which("mpiexec") or shutil.which("mpiexec", path=beside_python)
 
 
 @pytest.fixture(scope="session")
@@ -31,8 +25,7 @@ def native_library() -> Path:
     from analysis.errors import UserError
     from realrun.build import build, find_mpicc
 
-    if _mpiexec() is None:
-        pytest.skip("no mpiexec")
+    mpiexec_or_skip()
     try:
         find_mpicc()
     except UserError as err:
@@ -46,7 +39,7 @@ def mpirun_command(native_library: Path):
 
     def run(ranks: int, argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        done = run_bounded([_mpiexec(), "-n", str(ranks), *argv], timeout, env, ROOT)
+        done = run_bounded([mpiexec_or_skip(), "-n", str(ranks), *argv], timeout, env, ROOT)
         assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.processes import mpiexec_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -70,8 +71,7 @@ def test_simulation_notebook_runs(name, tmp_path):
 @pytest.mark.timeout(300)
 def test_sim_vs_real_notebook_runs(tmp_path):
     pytest.importorskip("mpi4py", reason="real runs need mpi4py (the mpi extra)")
-    if shutil.which("mpiexec") is None and shutil.which("mpiexec", path=str(Path(sys.executable).parent)) is None:
-        pytest.skip("stragglerlab run is unavailable: no mpiexec (install the mpi extra)")
+    mpiexec_or_skip()
     from analysis.errors import UserError
     from realrun.build import build
 
