@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import UserError
+from analysis.runfolder import SCHEMAS
 
 KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3}
 LATE = {"accumulate": 0, "drop": 1}
 DIVIDE_BY = {"workers": 0, "contributors": 1}
 ROUND_KINDS = ("sync", "async", "group", "average")
-ROUND_COLUMNS = ["round", "kind", "initiator", "t_trigger", "t_done", "contributors", "fresh", "group"]
+ROUND_COLUMNS = SCHEMAS["rounds"].names  # the rounds table of the run folder
 
 
 class _Options(ctypes.Structure):

@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from analysis.runfolder import SCHEMAS
 from simulator.algorithms.wagma import phase_count, phase_groups
-from simulator.engine import ROUND_COLUMNS
 from simulator.network import NetworkModel
 from simulator.scenario import Scenario
 
@@ -60,13 +60,13 @@ class Schedule:
 
     def add_rounds(self, columns) -> None:
         """A block of ``rounds`` rows (column arrays)."""
-        self.rounds.append(pd.DataFrame({c: np.asarray(columns[c]) for c in ROUND_COLUMNS}))
+        self.rounds.append(pd.DataFrame({c: np.asarray(columns[c]) for c in SCHEMAS["rounds"].names}))
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(iterations, rounds) with the columns of the run folder's tables that the replay reads."""
         it = pd.concat(self.it, ignore_index=True) if self.it else pd.DataFrame(columns=list(self.COLUMNS))
         rounds = (pd.concat(self.rounds, ignore_index=True) if self.rounds
-                  else pd.DataFrame(columns=list(ROUND_COLUMNS)))
+                  else pd.DataFrame(columns=SCHEMAS["rounds"].names))
         return it, rounds
 
 

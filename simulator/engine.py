@@ -49,15 +49,11 @@ class Call:
         self.done: simpy.Event | None = None
 
     def row(self) -> tuple:
+        """The row of the ``iterations`` table (columns of ``analysis.runfolder.SCHEMAS``)."""
         r = self.round
         return (self.worker, self.iteration, self.t_start, self.t_post, self.t_done, self.t_post - self.t_start,
                 self.t_done - self.t_post, r, self.model_version, r - self.model_version if r >= 0 else -1,
                 self.fresh)
-
-
-ITERATION_COLUMNS = ("worker", "iteration", "t_start", "t_post", "t_done", "compute", "wait", "round",
-                     "model_version", "staleness", "fresh")
-ROUND_COLUMNS = ("round", "kind", "initiator", "t_trigger", "t_done", "contributors", "fresh", "group")
 
 
 class Sink:
