@@ -124,10 +124,7 @@ int pcoll_schedule_progress(pcoll_t *c, int *done, int *did)
         int flag = 0;
         PCOLL_MPI(c, MPI_Testall(2, c->step_reqs, &flag, MPI_STATUSES_IGNORE));
         if (!flag) break;
-        if (s->reduce) {
-            float *dst = c->work + s->recv_off;
-            for (size_t i = 0; i < s->recv_len; i++) dst[i] += c->scratch[i];
-        }
+        if (s->reduce) pcoll_vector_add(c->work + s->recv_off, c->scratch, s->recv_len);
         c->step++;
         c->step_posted = 0;
         *did = 1;

@@ -144,6 +144,11 @@ double pcoll_now(const pcoll_t *c);
 void pcoll_backoff(long *ns, long cap_ns);
 int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code);
 
+/* vector.c */
+float *pcoll_vector_alloc(size_t floats); /* freed with free() */
+void pcoll_vector_add(float *restrict dst, const float *restrict src, size_t n);
+void pcoll_vector_divide(float *restrict dst, const float *restrict src, float divisor, size_t n);
+
 /* activation.c */
 int pcoll_tokens_init(pcoll_t *c);
 int pcoll_tokens_send(pcoll_t *c, uint64_t n);

@@ -136,7 +136,7 @@ static int finish_round(pcoll_t *c)
     summarise(c, r, c->masks + c->nrecords * c->mask_words);
     r->t_done = pcoll_now(c);
     struct pcoll_result *q = &c->results[(c->results_head + c->results_count) % c->results_cap];
-    if (!q->data && !(q->data = malloc(c->len * sizeof(float))))
+    if (!q->data && !(q->data = pcoll_vector_alloc(c->len)))
         return pcoll_fail(c, PCOLL_ERR_NOMEM, "round result", MPI_SUCCESS);
     float *t = q->data;
     q->data = c->work;

@@ -20,11 +20,6 @@ int pcoll_always(const pcoll_t *c, uint64_t n)
     return 1;
 }
 
-static void add_into(float *dst, const float *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
-}
-
 static void swap_buffers(float **a, float **b)
 {
     float *t = *a;
@@ -42,7 +37,7 @@ void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
         c->app_full = 0;
         take->fresh = 1;
         take->gradients = 1;
-        if (c->pending_grads > 0) add_into(c->work, c->pending, c->count);
+        if (c->pending_grads > 0) pcoll_vector_add(c->work, c->pending, c->count);
     } else if (c->pending_grads > 0) {
         swap_buffers(&c->work, &c->pending);
     } else {
@@ -58,7 +53,7 @@ void pcoll_eager_late(pcoll_t *c, const float *contribution)
     if (c->pending_grads == 0)
         memcpy(c->pending, contribution, c->count * sizeof(float));
     else
-        add_into(c->pending, contribution, c->count);
+        pcoll_vector_add(c->pending, contribution, c->count);
     c->pending_grads++;
 }
 
