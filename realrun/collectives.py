@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -52,8 +51,7 @@ class _Round(ctypes.Structure):
     ]
 
 
-@dataclass(frozen=True)
-class RoundInfo:
+class RoundInfo(NamedTuple):
     """What a wait returned: round ``round`` of kind ``kind`` ("sync", "async", "group" or "average").
 
     ``contributors``: ranks that contributed anything (within the group for wagma group rounds); ``fresh``: this
@@ -70,6 +68,24 @@ class RoundInfo:
     mask: tuple[bool, ...]
     group: int
     initiator: int
+
+
+class _Addresses:
+    """Data addresses of the last two arrays the caller passed to C: reading one costs about a microsecond (as
+    much as a small round), and a loop passes the same buffers again and again. Holding the arrays keeps the
+    addresses valid (numpy refuses to resize an array in place while another reference to it exists)."""
+
+    def __init__(self, size: int = 2) -> None:
+        self._arrays: list[tuple[np.ndarray, int]] = []
+        self._size = size
+
+    def of(self, x: np.ndarray) -> int:
+        for array, address in self._arrays:
+            if array is x:
+                return address
+        address = x.ctypes.data
+        self._arrays = [(x, address), *self._arrays[: self._size - 1]]
+        return address
 
 
 _LIB: ctypes.CDLL | None = None
@@ -144,7 +160,8 @@ class Collective:
     group_size : int
         wagma: butterfly group size.
     ring_min_bytes : int
-        Reductions of at least this many bytes use the ring allreduce, smaller ones recursive doubling (0: 64 KiB).
+        Contributions of at least this many bytes are reduced by the ring, smaller ones by recursive doubling
+        (0: 128 KiB).
     """
 
     def __init__(
@@ -183,6 +200,11 @@ class Collective:
         self._check(self._lib.pcoll_create(comm.py2f(), self.count, ctypes.byref(options), ctypes.byref(handle)))
         self._handle: ctypes.c_void_p | None = handle
         self._posted = False
+        # The arguments of every wait, made once: building ctypes arguments costs as much as a small round.
+        self._record, self._fresh = _Round(), ctypes.c_int()
+        self._mask = np.zeros(self.size, dtype=np.uint8)
+        self._out_args = (ctypes.byref(self._record), ctypes.byref(self._fresh), self._mask.ctypes.data)
+        self._addresses = _Addresses()
         # Stop the progress thread before MPI finalises if the owner never closes (no collective at exit).
         self._finalizer = weakref.finalize(self, self._lib.pcoll_abort, handle)
 
@@ -198,39 +220,48 @@ class Collective:
             raise RuntimeError("the collective is closed")
         return self._handle
 
+    def _vector(self, what: str, x: Any) -> np.ndarray:
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32:
+            raise TypeError(f"{what} needs a float32 numpy array, not {getattr(x, 'dtype', type(x).__name__)}")
+        if x.shape != (self.count,):
+            raise ValueError(f"{what} needs shape ({self.count},), not {x.shape}")
+        return x
+
     def post(self, x: np.ndarray) -> None:
         """Post this rank's contribution of the next call (copied in)."""
         handle = self._live()
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32:
-            raise TypeError(f"post needs a float32 numpy array, not {getattr(x, 'dtype', type(x).__name__)}")
-        if x.shape != (self.count,):
-            raise ValueError(f"post needs shape ({self.count},), not {x.shape}")
+        x = np.ascontiguousarray(self._vector("post", x))
         if self._posted:
             raise RuntimeError("post: the previous call was not waited for")
-        x = np.ascontiguousarray(x)
-        self._check(self._lib.pcoll_post(handle, x.ctypes.data), handle)
+        self._check(self._lib.pcoll_post(handle, self._addresses.of(x)), handle)
         self._posted = True
 
-    def wait(self) -> tuple[np.ndarray, RoundInfo]:
-        """Block until the round of the posted call completes; its result (float32, ``count``) and RoundInfo."""
+    def wait(self, out: np.ndarray | None = None) -> tuple[np.ndarray, RoundInfo]:
+        """Block until the round of the posted call completes; its result (float32, ``count``) and RoundInfo.
+
+        The result goes into a new array, or into ``out`` (a writable C-contiguous float32 array of ``count``),
+        which a loop can pass every time to spare an allocation per round.
+        """
         handle = self._live()
+        if out is None:
+            out = np.empty(self.count, dtype=np.float32)
+            address = out.ctypes.data
+        elif self._vector("wait(out=...)", out).flags.c_contiguous and out.flags.writeable:
+            address = self._addresses.of(out)
+        else:
+            raise ValueError("wait(out=...) needs a writable C-contiguous array")
         if not self._posted:
             raise RuntimeError("wait: no call was posted")
-        out = np.empty(self.count, dtype=np.float32)
-        mask = np.zeros(self.size, dtype=np.uint8)
-        record, fresh = _Round(), ctypes.c_int()
-        self._check(
-            self._lib.pcoll_wait(handle, out.ctypes.data, ctypes.byref(record), ctypes.byref(fresh), mask.ctypes.data),
-            handle,
-        )
+        self._check(self._lib.pcoll_wait(handle, address, *self._out_args), handle)
         self._posted = False
+        record = self._record
         info = RoundInfo(
             round=record.round,
             kind=ROUND_KINDS[record.kind],
             contributors=record.contributors,
-            fresh=bool(fresh.value),
+            fresh=bool(self._fresh.value),
             gradients=record.gradients,
-            mask=tuple(bool(b) for b in mask),
+            mask=tuple(self._mask.astype(bool).tolist()),
             group=record.group,
             initiator=record.initiator,
         )

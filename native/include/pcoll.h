@@ -21,6 +21,10 @@ extern "C" {
 
 typedef struct pcoll pcoll_t;
 
+/* Default of pcoll_options.ring_min_bytes: up to 64 KiB, recursive doubling's log2 P steps beat the ring's
+ * 2 (P - 1), most of all where ranks share cores. */
+#define PCOLL_RING_MIN_BYTES (128 * 1024)
+
 enum pcoll_kind { PCOLL_SYNC = 0, PCOLL_SOLO = 1, PCOLL_MAJORITY = 2, PCOLL_WAGMA = 3 };
 enum pcoll_late { PCOLL_LATE_ACCUMULATE = 0, PCOLL_LATE_DROP = 1 };
 enum pcoll_divide { PCOLL_DIVIDE_WORKERS = 0, PCOLL_DIVIDE_CONTRIBUTORS = 1 };
@@ -42,8 +46,8 @@ typedef struct pcoll_options {
     int group_size;         /* wagma: butterfly group size S >= 1 */
     uint64_t sync_period;   /* k > 0: round n is synchronous iff n % k == k - 1; 0: never (sync kind: always) */
     uint64_t seed;          /* eager-majority: the initiator generator's seed, the same on every rank */
-    size_t ring_min_bytes;  /* reductions of at least this many bytes use the ring, smaller ones recursive
-                               doubling; 0 means the default (64 KiB) */
+    size_t ring_min_bytes;  /* contributions of at least this many bytes are reduced by the ring, smaller ones
+                               by recursive doubling; 0 means PCOLL_RING_MIN_BYTES */
 } pcoll_options;
 
 /* One round as this rank saw it (times in seconds since pcoll_create, aligned across ranks at creation). */

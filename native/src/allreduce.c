@@ -1,68 +1,87 @@
 /*
  * allreduce.c: allreduce schedules over a member list, run step by step with non-blocking point-to-point.
  *
- * Small vectors: recursive doubling; when the member count m is not a power of two, the first 2 * (m - p2) members
- * fold in pairs first (even ones hand their vector to the next odd one, which takes part for both, and get the
- * result back at the end). Large vectors: ring, a reduce-scatter then an allgather over m segments. Every member
- * ends with bitwise the same sum: each partial sum is formed once (ring) or by both partners in commutative order
- * (recursive doubling). Data messages carry one tag; MPI's non-overtaking order between two ranks on the private
- * communicator matches them, since every member walks the same rounds and steps in the same order.
+ * Small vectors: recursive doubling over the whole vector (contribution and metadata, copied into c->work); when
+ * the member count m is not a power of two, the first 2 * (m - p2) members fold in pairs first (even ones hand
+ * their vector to the next odd one, which takes part for both, and get the result back at the end). The result
+ * is divided when the round finishes.
+ *
+ * Large vectors: the metadata first (recursive doubling over its floats), so that the divisor is known before the
+ * result is formed; then a ring over the contribution: a reduce-scatter in which every rank adds its own
+ * contribution, read where the kind keeps it (never copied), to the partial sum it receives, its last addition
+ * dividing and writing its segment of the result where the result goes; then an allgather of the result's
+ * segments there. The result goes straight into the application's buffer when the application is waiting for
+ * this very round, so a large result is never copied out.
+ *
+ * Every member ends with bitwise the same result: each partial sum is formed once (ring) or by both partners in
+ * commutative order (recursive doubling), and every rank divides by the same divisor. Data messages carry one
+ * tag; MPI's non-overtaking order between two ranks on the private communicator matches them, since every member
+ * walks the same rounds and steps in the same order.
  */
 #include "internal.h"
+
+#include <string.h>
 
 static struct pcoll_step *add_step(pcoll_t *c)
 {
     struct pcoll_step *s = &c->steps[c->nsteps++];
     s->send_peer = s->recv_peer = -1;
     s->send_off = s->send_len = s->recv_off = s->recv_len = 0;
-    s->reduce = 0;
+    s->send_from = s->recv_into = s->add_from = ROLE_WORK;
+    s->op = OP_NONE;
     return s;
 }
 
-static void recursive_doubling(pcoll_t *c, const int *members, int m, int me)
+/* Recursive doubling over c->work[off, off + len), in place. */
+static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, size_t off, size_t len)
 {
     int p2 = 1;
     while (p2 * 2 <= m) p2 *= 2;
     int rem = m - p2, v;
+    struct pcoll_step *s;
     if (me < 2 * rem && me % 2 == 0) {
-        struct pcoll_step *s = add_step(c);
+        s = add_step(c);
         s->send_peer = members[me + 1];
-        s->send_len = c->len;
+        s->send_off = off;
+        s->send_len = len;
         s = add_step(c);
         s->recv_peer = members[me + 1];
-        s->recv_len = c->len;
+        s->recv_off = off;
+        s->recv_len = len;
         return;
     }
     if (me < 2 * rem) {
-        struct pcoll_step *s = add_step(c);
+        s = add_step(c);
         s->recv_peer = members[me - 1];
-        s->recv_len = c->len;
-        s->reduce = 1;
+        s->recv_off = off;
+        s->recv_len = len;
+        s->op = OP_SUM;
         v = me / 2;
     } else {
         v = me - rem;
     }
     for (int mask = 1; mask < p2; mask <<= 1) {
         int pv = v ^ mask;
-        int peer = members[pv < rem ? 2 * pv + 1 : pv + rem];
-        struct pcoll_step *s = add_step(c);
-        s->send_peer = s->recv_peer = peer;
-        s->send_len = s->recv_len = c->len;
-        s->reduce = 1;
+        s = add_step(c);
+        s->send_peer = s->recv_peer = members[pv < rem ? 2 * pv + 1 : pv + rem];
+        s->send_off = s->recv_off = off;
+        s->send_len = s->recv_len = len;
+        s->op = OP_SUM;
     }
     if (me < 2 * rem) {
-        struct pcoll_step *s = add_step(c);
+        s = add_step(c);
         s->send_peer = members[me - 1];
-        s->send_len = c->len;
+        s->send_off = off;
+        s->send_len = len;
     }
 }
 
 static size_t segment_start(const pcoll_t *c, int k, int m)
 {
-    return (size_t)((unsigned long long)c->len * (unsigned)k / (unsigned)m);
+    return (size_t)((unsigned long long)c->count * (unsigned)k / (unsigned)m);
 }
 
-static void ring_step(pcoll_t *c, int next, int prev, int send_seg, int recv_seg, int m, int reduce)
+static struct pcoll_step *ring_step(pcoll_t *c, int next, int prev, int send_seg, int recv_seg, int m)
 {
     struct pcoll_step *s = add_step(c);
     s->send_peer = next;
@@ -71,14 +90,23 @@ static void ring_step(pcoll_t *c, int next, int prev, int send_seg, int recv_seg
     s->send_len = segment_start(c, send_seg + 1, m) - s->send_off;
     s->recv_off = segment_start(c, recv_seg, m);
     s->recv_len = segment_start(c, recv_seg + 1, m) - s->recv_off;
-    s->reduce = reduce;
+    return s;
 }
 
+/* The ring over the contribution's count floats (m >= 2). */
 static void ring(pcoll_t *c, const int *members, int m, int me)
 {
     int next = members[(me + 1) % m], prev = members[(me + m - 1) % m];
-    for (int s = 0; s < m - 1; s++) ring_step(c, next, prev, (me - s + 2 * m) % m, (me - s - 1 + 2 * m) % m, m, 1);
-    for (int s = 0; s < m - 1; s++) ring_step(c, next, prev, (me + 1 - s + 2 * m) % m, (me - s + 2 * m) % m, m, 0);
+    for (int k = 0; k < m - 1; k++) {
+        struct pcoll_step *s = ring_step(c, next, prev, (me - k + 2 * m) % m, (me - k - 1 + 2 * m) % m, m);
+        s->send_from = k == 0 ? ROLE_SRC : ROLE_WORK;
+        s->add_from = ROLE_SRC;
+        s->op = k == m - 2 ? OP_FINAL : OP_SUM;
+    }
+    for (int k = 0; k < m - 1; k++) {
+        struct pcoll_step *s = ring_step(c, next, prev, (me + 1 - k + 2 * m) % m, (me - k + 2 * m) % m, m);
+        s->send_from = s->recv_into = ROLE_DST;
+    }
 }
 
 int pcoll_schedule_build(pcoll_t *c, const int *members, int m)
@@ -89,27 +117,58 @@ int pcoll_schedule_build(pcoll_t *c, const int *members, int m)
     if (me < 0) return pcoll_fail(c, PCOLL_ERR_ARG, "schedule: rank not in its group", MPI_SUCCESS);
     c->nsteps = c->step = c->step_posted = 0;
     if (m == 1) return PCOLL_OK;
-    size_t ring_min = c->opt.ring_min_bytes ? c->opt.ring_min_bytes : 65536;
-    if (c->len * sizeof(float) >= ring_min)
+    size_t ring_min = c->opt.ring_min_bytes ? c->opt.ring_min_bytes : PCOLL_RING_MIN_BYTES;
+    if (c->count * sizeof(float) >= ring_min) {
+        recursive_doubling(c, members, m, me, c->count, c->len - c->count);
         ring(c, members, m, me);
-    else
-        recursive_doubling(c, members, m, me);
+    } else {
+        if (c->src != c->work) memcpy(c->work, c->src, c->count * sizeof(float));
+        c->src = c->work;
+        recursive_doubling(c, members, m, me, 0, c->len);
+    }
     return PCOLL_OK;
+}
+
+static const float *role(const pcoll_t *c, int r)
+{
+    switch (r) {
+    case ROLE_SRC: return c->src;
+    case ROLE_DST: return c->dst;
+    default: return c->work;
+    }
 }
 
 static int post_step(pcoll_t *c, const struct pcoll_step *s)
 {
     c->step_reqs[0] = c->step_reqs[1] = MPI_REQUEST_NULL;
     if (s->recv_len > 0) {
-        float *dst = s->reduce ? c->scratch : c->work + s->recv_off;
+        float *dst = s->op != OP_NONE ? c->scratch : (s->recv_into == ROLE_DST ? c->dst : c->work) + s->recv_off;
         PCOLL_MPI(c, MPI_Irecv(dst, (int)s->recv_len, MPI_FLOAT, s->recv_peer, PCOLL_TAG_DATA, c->comm,
                                &c->step_reqs[0]));
     }
     if (s->send_len > 0)
-        PCOLL_MPI(c, MPI_Isend(c->work + s->send_off, (int)s->send_len, MPI_FLOAT, s->send_peer, PCOLL_TAG_DATA,
-                               c->comm, &c->step_reqs[1]));
+        PCOLL_MPI(c, MPI_Isend(role(c, s->send_from) + s->send_off, (int)s->send_len, MPI_FLOAT, s->send_peer,
+                               PCOLL_TAG_DATA, c->comm, &c->step_reqs[1]));
     c->step_posted = 1;
     return PCOLL_OK;
+}
+
+int pcoll_schedule_start(pcoll_t *c)
+{
+    return c->step < c->nsteps && !c->step_posted ? post_step(c, &c->steps[c->step]) : PCOLL_OK;
+}
+
+/* The received floats of a completed step s. */
+static void apply(pcoll_t *c, const struct pcoll_step *s)
+{
+    size_t off = s->recv_off;
+    if (s->op == OP_SUM) {
+        pcoll_vector_sum(c->work + off, role(c, s->add_from) + off, c->scratch, 1.0f, s->recv_len);
+    } else if (s->op == OP_FINAL) {
+        c->divisor = pcoll_round_divisor(c);
+        c->dst = pcoll_round_dst(c);
+        pcoll_vector_sum(c->dst + off, c->src + off, c->scratch, c->divisor, s->recv_len);
+    }
 }
 
 int pcoll_schedule_progress(pcoll_t *c, int *done, int *did)
@@ -124,7 +183,7 @@ int pcoll_schedule_progress(pcoll_t *c, int *done, int *did)
         int flag = 0;
         PCOLL_MPI(c, MPI_Testall(2, c->step_reqs, &flag, MPI_STATUSES_IGNORE));
         if (!flag) break;
-        if (s->reduce) pcoll_vector_add(c->work + s->recv_off, c->scratch, s->recv_len);
+        apply(c, s);
         c->step++;
         c->step_posted = 0;
         *did = 1;

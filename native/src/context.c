@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* pcoll_wait polls without pause for WAIT_SPIN_S, then yields the core between polls (to whoever else is runnable
- * on it: other ranks, progress threads) for as long as a round is in flight here, since a transfer moves only when
- * polled (a waiter that slept between polls made a 1 MiB round 30 % slower); with no round in flight (waiting for
- * another rank's activation) it sleeps after WAIT_YIELD_S, with a backoff capped at WAIT_SLEEP_CAP_NS. */
-#define WAIT_SPIN_S 50e-6
+/* pcoll_wait yields the core between polls (to whoever else is runnable on it: the ranks it waits for where ranks
+ * outnumber cores; spinning 50 us first made small rounds 3-7x slower at 4 ranks on 2 cores, and cost little
+ * where each rank has a core) for as long as a round is in flight here, since a transfer moves only when polled (a
+ * waiter that slept between polls made a 1 MiB round 30 % slower); with no round in flight (waiting for another
+ * rank's activation) it sleeps after WAIT_YIELD_S, with a backoff capped at WAIT_SLEEP_CAP_NS. */
+#define WAIT_SPIN_S 5e-6
 #define WAIT_YIELD_S 200e-6
 enum { WAIT_SLEEP_CAP_NS = 20000 };
 
@@ -69,7 +70,7 @@ static int allocate(pcoll_t *c)
     c->pending = pcoll_vector_alloc(c->len);
     c->work = pcoll_vector_alloc(c->len);
     c->scratch = pcoll_vector_alloc(c->len);
-    c->model = pcoll_vector_alloc(c->count);
+    c->model = pcoll_vector_alloc(c->len);
     c->steps = malloc((2 * p + 70) * sizeof *c->steps);
     c->members = malloc(p * sizeof *c->members);
     c->tokens_sent = calloc(p, sizeof *c->tokens_sent);
@@ -163,7 +164,7 @@ int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t
 int pcoll_post(pcoll_t *c, const float *contribution)
 {
     if (!c || !contribution) return PCOLL_ERR_ARG;
-    int rc = PCOLL_OK, did = 0;
+    int rc = PCOLL_OK;
     pthread_mutex_lock(&c->lock);
     if (c->failed) {
         rc = c->failed;
@@ -174,25 +175,27 @@ int pcoll_post(pcoll_t *c, const float *contribution)
         uint64_t n = c->posts;
         int late = c->cur > n || (c->in_round && c->cur == n);
         c->t_post = pcoll_now(c);
-        if (c->opt.kind == PCOLL_WAGMA) {
-            memcpy(c->model, contribution, c->count * sizeof(float));
-            c->has_model = 1;
-            c->model_call = n;
-        }
-        if (late) {
+        if (late && c->ops->late) {
             c->ops->late(c, contribution);
-        } else if (c->opt.kind != PCOLL_WAGMA) {
+        } else {
             memcpy(c->app_buf, contribution, c->count * sizeof(float));
             c->app_full = 1;
+            c->app_call = n;
         }
         c->posts++;
-        if (!late && !c->ops->is_sync(c, n) && c->activated <= n && c->ops->activates(c, n)) {
+        int did = 0;
+        /* A token already here means another rank activated round n first: no need to send ours. */
+        if (!late && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
+        if (rc == PCOLL_OK && !late && !c->ops->is_sync(c, n) && c->activated <= n && c->ops->activates(c, n)) {
             c->activated = n + 1;
             c->self_activated = n + 1;
             rc = pcoll_tokens_send(c, n);
         }
-        if (rc == PCOLL_OK) rc = pcoll_progress(c, &did);
+        /* Start the round, but leave its transfers to the waiter: a large result then goes straight into the
+         * buffer that wait names. */
+        if (rc == PCOLL_OK) rc = pcoll_kick(c);
     }
+    c->app_left = MPI_Wtime();
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -202,10 +205,7 @@ static void take_result(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, un
 {
     struct pcoll_result *q = &c->results[c->results_head];
     const uint64_t *bits = c->masks + q->record * c->mask_words;
-    if (q->divisor == 1.0f)
-        memcpy(out, q->data, c->count * sizeof(float));
-    else
-        pcoll_vector_divide(out, q->data, q->divisor, c->count);
+    if (!q->delivered) memcpy(out, q->data, c->count * sizeof(float));
     if (rec) *rec = c->records[q->record];
     if (fresh) *fresh = q->fresh;
     for (int j = 0; mask && j < c->size; j++) mask[j] = (bits[j / 64] >> (j % 64)) & 1;
@@ -227,6 +227,7 @@ int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned ch
         return PCOLL_ERR_STATE;
     }
     c->app_driving = 1;
+    c->wait_out = out;
     while (c->results_count == 0) {
         int did = 0;
         rc = pcoll_progress(c, &did);
@@ -246,6 +247,8 @@ int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned ch
     }
     if (rc == PCOLL_OK) take_result(c, out, rec, fresh, mask);
     c->app_driving = 0;
+    c->wait_out = NULL;
+    c->app_left = MPI_Wtime();
     pthread_mutex_unlock(&c->lock);
     return rc;
 }

@@ -35,9 +35,11 @@ struct pcoll_kind_ops {
     int (*is_sync)(const pcoll_t *c, uint64_t n);
     /* This rank's post of call n activates (non-sync) round n. */
     int (*activates)(const pcoll_t *c, uint64_t n);
-    /* Fill c->work[0, count) with this rank's contribution to round n (under the lock). */
+    /* Point c->src at this rank's contribution to round n, count floats that stay unchanged until the round
+     * completes (c->work, filled here, or a buffer of the kind's own); under the lock. */
     void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
-    /* A post of call n that arrives after round n's exchange started here (under the lock). */
+    /* A post of call n that arrives after round n's exchange started here (under the lock); NULL: kept in
+     * app_buf like a post in time. */
     void (*late)(pcoll_t *c, const float *contribution);
     /* Members of round n's reduction into members[], their number into *m; returns the group id or -1. */
     int (*group)(const pcoll_t *c, uint64_t n, int *members, int *m);
@@ -48,12 +50,23 @@ struct pcoll_kind_ops {
 
 extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops;
 
-/* One step of an allreduce schedule: an optional send and an optional receive, then (reduce) an addition of the
- * received floats into the vector; offsets and lengths in floats of c->work. */
+/* The vectors a schedule step names (resolved when the step is posted): the rank's own contribution, the partial
+ * sums, where the round's result goes (c->work, or the waiting application's buffer), the receive buffer. */
+enum pcoll_role { ROLE_SRC, ROLE_WORK, ROLE_DST, ROLE_SCRATCH };
+
+/* What a step does with the floats it received (offsets: recv_off of the named vectors). */
+enum pcoll_op {
+    OP_NONE,  /* received in place */
+    OP_SUM,   /* received into scratch; work = add_from + scratch */
+    OP_FINAL, /* received into scratch; dst = (src + scratch) / divisor: this segment of the result is done */
+};
+
+/* One step of an allreduce schedule: an optional send and an optional receive, then its op; offsets and lengths
+ * in floats. */
 struct pcoll_step {
     int send_peer, recv_peer;
     size_t send_off, send_len, recv_off, recv_len;
-    int reduce;
+    unsigned char send_from, recv_into, add_from, op;
 };
 
 /* A batch of activation tokens in flight (one per peer). */
@@ -66,8 +79,8 @@ struct pcoll_tokens {
 
 /* A completed round not yet consumed by pcoll_wait. */
 struct pcoll_result {
-    float *data;      /* len floats: the sum (and metadata) */
-    float divisor;
+    float *data;      /* len floats: the result (divided) and the metadata; unused when delivered */
+    int delivered;    /* the result went straight into the waiting application's buffer */
     int fresh;
     size_t record;    /* index into c->records */
 };
@@ -89,15 +102,18 @@ struct pcoll {
     /* guarded */
     int stop;                   /* the progress thread must exit */
     int app_driving;            /* the application thread is in wait/close and drives progress itself */
+    double app_left;            /* MPI_Wtime when the application last returned from post or wait */
     int failed;                 /* a status code once an MPI call failed: every later call reports it */
     char error[256];
 
     uint64_t posts, waits;      /* calls posted and waited so far */
-    float *app_buf;             /* eager: the posted call not yet taken by its exchange */
+    float *app_buf;             /* the posted call not yet taken by an exchange */
     int app_full;
-    float *model;               /* wagma: the vector last posted */
+    uint64_t app_call;          /* the call app_buf holds */
+    float *model;               /* wagma: the vector last taken from app_buf */
     int has_model;
     uint64_t model_call;
+    float *wait_out;            /* the application's result buffer while it waits (NULL otherwise) */
     float *pending;             /* eager, accumulate: late gradients summed */
     int pending_grads;
     double t_post;              /* time of the last post */
@@ -111,6 +127,9 @@ struct pcoll {
     uint64_t cur;               /* the round in progress, or the next to start */
     int in_round;
     float *work, *scratch;      /* len floats each */
+    const float *src;           /* this rank's contribution to the round in progress (count floats) */
+    float *dst;                 /* where the round's result goes: work, or wait_out (delivered directly) */
+    float divisor;              /* of the round in progress, once its metadata is reduced */
     struct pcoll_step *steps;
     int nsteps, step, step_posted;
     MPI_Request step_reqs[2];
@@ -138,6 +157,7 @@ struct pcoll {
 
 /* progress.c */
 int pcoll_progress(pcoll_t *c, int *did);
+int pcoll_kick(pcoll_t *c);
 int pcoll_start_thread(pcoll_t *c);
 void pcoll_stop_thread(pcoll_t *c);
 double pcoll_now(const pcoll_t *c);
@@ -146,8 +166,9 @@ int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code);
 
 /* vector.c */
 float *pcoll_vector_alloc(size_t floats); /* freed with free() */
-void pcoll_vector_add(float *restrict dst, const float *restrict src, size_t n);
-void pcoll_vector_divide(float *restrict dst, const float *restrict src, float divisor, size_t n);
+/* dst = (a + b) / divisor and dst = a / divisor; dst may be a */
+void pcoll_vector_sum(float *dst, const float *a, const float *restrict b, float divisor, size_t n);
+void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n);
 
 /* activation.c */
 int pcoll_tokens_init(pcoll_t *c);
@@ -158,7 +179,10 @@ void pcoll_tokens_free(pcoll_t *c);
 
 /* allreduce.c */
 int pcoll_schedule_build(pcoll_t *c, const int *members, int m);
+int pcoll_schedule_start(pcoll_t *c);
 int pcoll_schedule_progress(pcoll_t *c, int *done, int *did);
+float pcoll_round_divisor(pcoll_t *c); /* progress.c: from the reduced metadata */
+float *pcoll_round_dst(pcoll_t *c);    /* progress.c: where the result of the round in progress goes */
 
 /* solo.c: the eager contribution rules shared by sync, solo and majority */
 void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take);

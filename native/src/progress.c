@@ -1,12 +1,16 @@
 /*
  * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) polls
  * activation tokens, starts the next round when its trigger holds, advances its allreduce schedule and, when it
- * completes, records it and queues its result for pcoll_wait. The progress thread calls it only while the
- * application is not waiting. While a round is in flight it polls, yielding the core between polls, for up to 20
- * polls in a row that complete nothing (a large transfer moves only when polled), then sleeps; otherwise it backs
- * off exponentially (from 1 us, doubling): up to 20 us while a round is in flight, up to 0.5 ms when idle or while
- * the application drives, sleeping in nanosleep (1 ns timer slack on Linux). It never spins between rounds and is
- * never woken on the critical path.
+ * completes, records it and queues its result for pcoll_wait.
+ *
+ * The progress thread calls it only while the application is not waiting and has not returned from post or wait
+ * for 100 us: a thread that stepped in between an application's back-to-back calls only contended with it (for
+ * the lock, MPI's own lock and the core), and small rounds took 2-6x longer in one block out of four. While a
+ * round is in flight it polls, yielding the core between polls, until 1 ms passed without progress (a large
+ * transfer moves only when polled, and a straggler's thread that slept between polls made the fast ranks wait on
+ * it), then sleeps; otherwise it backs off exponentially (from 1 us, doubling): up to 20 us while a round is in
+ * flight, up to 0.5 ms when idle or while the application drives, sleeping in nanosleep (1 ns timer slack on
+ * Linux). It never spins between rounds and is never woken on the critical path.
  */
 #include "internal.h"
 
@@ -18,7 +22,9 @@
 #include <sys/prctl.h>
 #endif
 
-enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, ACTIVE_YIELDS = 20, FIRST_SLEEP_NS = 1000 };
+enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, FIRST_SLEEP_NS = 1000 };
+#define ACTIVE_YIELD_S 1e-3
+#define APP_GRACE_S 100e-6
 
 double pcoll_now(const pcoll_t *c)
 {
@@ -66,7 +72,16 @@ static int start_round(pcoll_t *c)
     }
     c->group = c->ops->group(c, n, c->members, &m);
     c->in_round = 1;
+    c->dst = NULL;
     return pcoll_schedule_build(c, c->members, m);
+}
+
+int pcoll_kick(pcoll_t *c)
+{
+    if (c->failed) return c->failed;
+    if (c->in_round || !can_start(c, c->cur)) return PCOLL_OK;
+    int rc = start_round(c);
+    return rc ? rc : pcoll_schedule_start(c);
 }
 
 /* Make room for one more record (with its mask) and one more queued result. */
@@ -94,13 +109,13 @@ static int reserve(pcoll_t *c)
     return 0;
 }
 
-/* Read the metadata slots of the reduced vector into the round record and the contributor mask. */
-static void summarise(pcoll_t *c, pcoll_round *r, uint64_t *mask)
+/* Read the metadata slots of the reduced vector into the round record and (unless NULL) the contributor mask. */
+static void summarise(const pcoll_t *c, pcoll_round *r, uint64_t *mask)
 {
     const float *meta = c->work + c->count;
     int best = -1, sync = c->ops->is_sync(c, c->cur);
     double best_t = 0.0;
-    memset(mask, 0, c->mask_words * sizeof *mask);
+    if (mask) memset(mask, 0, c->mask_words * sizeof *mask);
     r->contributors = r->fresh = r->gradients = 0;
     for (int j = 0; j < c->size; j++) {
         const float *s = meta + (size_t)META_WIDTH * (size_t)j;
@@ -109,7 +124,7 @@ static void summarise(pcoll_t *c, pcoll_round *r, uint64_t *mask)
         r->gradients += (int)s[META_GRADIENTS];
         if (flags & FLAG_CONTRIBUTED) {
             r->contributors++;
-            mask[j / 64] |= UINT64_C(1) << (j % 64);
+            if (mask) mask[j / 64] |= UINT64_C(1) << (j % 64);
         }
         if (flags & FLAG_FRESH) r->fresh++;
         int candidate = sync ? (flags & FLAG_FRESH) != 0 : (flags & FLAG_ACTIVATOR) != 0;
@@ -127,6 +142,19 @@ static void summarise(pcoll_t *c, pcoll_round *r, uint64_t *mask)
     }
 }
 
+float pcoll_round_divisor(pcoll_t *c)
+{
+    pcoll_round r;
+    summarise(c, &r, NULL);
+    return c->ops->divisor(c, &r);
+}
+
+float *pcoll_round_dst(pcoll_t *c)
+{
+    int waited_for = c->wait_out && c->results_count == 0 && c->cur == c->waits;
+    return waited_for ? c->wait_out : c->work;
+}
+
 static int finish_round(pcoll_t *c)
 {
     if (reserve(c)) return pcoll_fail(c, PCOLL_ERR_NOMEM, "round records", MPI_SUCCESS);
@@ -136,12 +164,19 @@ static int finish_round(pcoll_t *c)
     summarise(c, r, c->masks + c->nrecords * c->mask_words);
     r->t_done = pcoll_now(c);
     struct pcoll_result *q = &c->results[(c->results_head + c->results_count) % c->results_cap];
-    if (!q->data && !(q->data = pcoll_vector_alloc(c->len)))
-        return pcoll_fail(c, PCOLL_ERR_NOMEM, "round result", MPI_SUCCESS);
-    float *t = q->data;
-    q->data = c->work;
-    c->work = t;
-    q->divisor = c->ops->divisor(c, r);
+    if (!c->dst) { /* recursive doubling, or a group of one: the result is formed here */
+        float divisor = c->ops->divisor(c, r);
+        c->dst = pcoll_round_dst(c);
+        if (c->dst != c->src || divisor != 1.0f) pcoll_vector_divide(c->dst, c->src, divisor, c->count);
+    }
+    q->delivered = c->dst != c->work;
+    if (!q->delivered) {
+        if (!q->data && !(q->data = pcoll_vector_alloc(c->len)))
+            return pcoll_fail(c, PCOLL_ERR_NOMEM, "round result", MPI_SUCCESS);
+        float *t = q->data;
+        q->data = c->work;
+        c->work = t;
+    }
     q->fresh = c->take.fresh;
     q->record = c->nrecords;
     c->results_count++;
@@ -176,7 +211,7 @@ static void *progress_thread(void *arg)
 {
     pcoll_t *c = arg;
     long ns = 0;
-    int quiet = 0; /* polls in a row that completed nothing while a round was in flight */
+    double last_did = 0.0; /* when a poll last made progress */
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 #endif
@@ -187,18 +222,20 @@ static void *progress_thread(void *arg)
             pthread_cond_wait(&c->cond, &c->lock); /* the application reports it; wait to be stopped */
             continue;
         }
-        /* While the application waits it drives progress itself: keep out of its way (and off the cores). */
-        if (c->app_driving) {
+        /* While the application waits it drives progress itself, and one that left post or wait moments ago is
+         * likely back soon: keep out of its way (and off the cores). */
+        if (c->app_driving || MPI_Wtime() - c->app_left < APP_GRACE_S) {
             ns = IDLE_CAP_NS;
         } else {
             pcoll_progress(c, &did);
             active = c->in_round;
         }
         pthread_mutex_unlock(&c->lock);
-        quiet = did || !active ? 0 : quiet + 1;
+        double now = MPI_Wtime();
+        if (did || !active) last_did = now;
         if (did) {
             ns = 0;
-        } else if (active && quiet < ACTIVE_YIELDS) {
+        } else if (active && now - last_did < ACTIVE_YIELD_S) {
             sched_yield(); /* a transfer in flight moves only when polled: stay close to it for a while */
         } else {
             pcoll_backoff(&ns, active ? ACTIVE_CAP_NS : IDLE_CAP_NS);

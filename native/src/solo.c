@@ -37,7 +37,7 @@ void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
         c->app_full = 0;
         take->fresh = 1;
         take->gradients = 1;
-        if (c->pending_grads > 0) pcoll_vector_add(c->work, c->pending, c->count);
+        if (c->pending_grads > 0) pcoll_vector_sum(c->work, c->work, c->pending, 1.0f, c->count);
     } else if (c->pending_grads > 0) {
         swap_buffers(&c->work, &c->pending);
     } else {
@@ -45,6 +45,7 @@ void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
     }
     take->gradients += c->pending_grads;
     c->pending_grads = 0;
+    c->src = c->work;
 }
 
 void pcoll_eager_late(pcoll_t *c, const float *contribution)
@@ -53,7 +54,7 @@ void pcoll_eager_late(pcoll_t *c, const float *contribution)
     if (c->pending_grads == 0)
         memcpy(c->pending, contribution, c->count * sizeof(float));
     else
-        pcoll_vector_add(c->pending, contribution, c->count);
+        pcoll_vector_sum(c->pending, c->pending, contribution, 1.0f, c->count);
     c->pending_grads++;
 }
 

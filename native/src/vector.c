@@ -1,6 +1,6 @@
 /*
- * vector.c: the vectors a handle keeps and the passes over them that are not copies (the sums of a reduction and
- * of pending gradients, and the division of a result).
+ * vector.c: the vectors a handle keeps and the passes over them that are not copies: sums (of a reduction, of
+ * pending gradients) fused with the division of a result where the result is formed.
  *
  * Large vectors are aligned to 2 MiB and advised for transparent huge pages, as numpy does for its arrays: passes
  * over 16 MiB otherwise pay TLB misses on 4 KiB pages that the application's (numpy) buffers, and MPI_Allreduce on
@@ -11,6 +11,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -29,22 +30,31 @@ enum { HUGE_PAGE = 2 * 1024 * 1024, HUGE_FROM = 4 * 1024 * 1024 };
 float *pcoll_vector_alloc(size_t floats)
 {
     size_t bytes = floats * sizeof(float);
-    if (bytes < HUGE_FROM) return malloc(bytes ? bytes : 1);
     void *p = NULL;
-    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (posix_memalign(&p, HUGE_PAGE, rounded)) return NULL;
+    if (bytes < HUGE_FROM) {
+        p = malloc(bytes ? bytes : 1);
+    } else {
+        size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+        if (posix_memalign(&p, HUGE_PAGE, rounded)) return NULL;
 #ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);
+        madvise(p, rounded, MADV_HUGEPAGE);
 #endif
+    }
+    if (p) memset(p, 0, bytes);
     return p;
 }
 
-MULTIVERSION void pcoll_vector_add(float *restrict dst, const float *restrict src, size_t n)
+/* dst may be a (an in-place sum); b is another vector. Dividing by 1 is exact, so a plain sum is divisor 1. */
+MULTIVERSION void pcoll_vector_sum(float *dst, const float *a, const float *restrict b, float divisor, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    if (divisor == 1.0f) {
+        for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
+    } else {
+        for (size_t i = 0; i < n; i++) dst[i] = (a[i] + b[i]) / divisor;
+    }
 }
 
-MULTIVERSION void pcoll_vector_divide(float *restrict dst, const float *restrict src, float divisor, size_t n)
+MULTIVERSION void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n)
 {
-    for (size_t i = 0; i < n; i++) dst[i] = src[i] / divisor;
+    for (size_t i = 0; i < n; i++) dst[i] = a[i] / divisor;
 }

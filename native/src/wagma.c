@@ -22,23 +22,28 @@ static int phases(const pcoll_t *c)
     return p;
 }
 
+/* The model is read in place by the exchange (never copied into c->work), so a post lands in app_buf and becomes
+ * the model when the next round starts: an exchange in flight never sees its contribution change. */
 static void wagma_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take)
 {
+    if (c->app_full) {
+        float *t = c->model;
+        c->model = c->app_buf;
+        c->app_buf = t;
+        c->app_full = 0;
+        c->has_model = 1;
+        c->model_call = c->app_call;
+    }
     if (c->has_model) {
-        memcpy(c->work, c->model, c->count * sizeof(float));
+        c->src = c->model;
         take->gradients = 1;
         take->fresh = c->model_call == n;
     } else {
         memset(c->work, 0, c->count * sizeof(float));
+        c->src = c->work;
         take->gradients = 0;
         take->fresh = 0;
     }
-}
-
-static void wagma_late(pcoll_t *c, const float *contribution)
-{
-    (void)c;
-    (void)contribution; /* the model was updated by the post already */
 }
 
 static int wagma_group(const pcoll_t *c, uint64_t n, int *members, int *m)
@@ -69,7 +74,7 @@ const struct pcoll_kind_ops pcoll_wagma_ops = {
     .is_sync = pcoll_periodic_sync,
     .activates = pcoll_always,
     .contribute = wagma_contribute,
-    .late = wagma_late,
+    .late = NULL, /* a late post is kept like any other: the vector last posted is the model */
     .group = wagma_group,
     .divisor = wagma_divisor,
     .sync_kind = PCOLL_ROUND_AVERAGE,

@@ -39,9 +39,20 @@ def main() -> None:
         raises(ValueError, coll.post, np.ones((2, 2), dtype=np.float32))
         coll.post(good)
         raises(RuntimeError, coll.post, good)
+        raises(TypeError, coll.wait, np.empty(4, dtype=np.float64))
+        raises(ValueError, coll.wait, np.empty(5, dtype=np.float32))
+        raises(ValueError, coll.wait, np.empty(8, dtype=np.float32)[::2])
+        frozen = np.empty(4, dtype=np.float32)
+        frozen.flags.writeable = False
+        raises(ValueError, coll.wait, frozen)
         out, info = coll.wait()
         assert info.round == 0, info
         raises(RuntimeError, coll.wait)
+        mine = np.full(4, np.nan, dtype=np.float32)
+        for n in (1, 2):  # the same buffers twice: their addresses are cached
+            coll.post(good)
+            out, info = coll.wait(mine)
+            assert out is mine and info.round == n and np.isfinite(mine).all(), (info, mine)
         coll.close()
         coll.close()
         raises(RuntimeError, coll.post, good)

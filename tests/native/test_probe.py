@@ -23,7 +23,9 @@ CONFIGS = {
     "sync": dict(kind="sync"),
     "solo-accumulate": dict(kind="eager-solo", sync_period=10, late="accumulate", divide_by="workers"),
     "solo-drop-ring": dict(kind="eager-solo", sync_period=0, late="drop", divide_by="contributors", ring_min_bytes=1),
-    "majority": dict(kind="eager-majority", sync_period=7, late="accumulate", divide_by="contributors", seed=3),
+    "majority-ring": dict(
+        kind="eager-majority", sync_period=7, late="accumulate", divide_by="contributors", seed=3, ring_min_bytes=1
+    ),
     "wagma-2": dict(kind="wagma", sync_period=8, group_size=2),
     "wagma-3-ring": dict(kind="wagma", sync_period=5, group_size=3, ring_min_bytes=1),
 }
