@@ -2,10 +2,12 @@
 
 1. Balanced arrival: for float32 counts 1, 256, 16 Ki, 256 Ki and 4 Mi, the time per round of each kind beside
    ``MPI_Allreduce`` on the same buffers, as a ratio (DESIGN §9: <= 1.1x latency up to 64 KiB, >= 0.9x bandwidth
-   from 4 MiB, i.e. a time ratio <= 1.11). Two columns per kind: through the Python API (``post``/``wait``, what
-   the harness pays) and through the bare C calls (``pcoll_post``/``pcoll_wait`` via ctypes, preallocated
-   buffers), which is what the core costs. Short blocks alternate between the sides and each side keeps its best
-   block, so that load from other processes (which only ever slows a block down) cancels out.
+   from 4 MiB, i.e. a time ratio <= 1.11). Two pairs of columns: the core (``pcoll_post`` + ``pcoll_wait`` against
+   ``MPI_Allreduce``, both timed in a C loop, ``bench_native_loop.c``, so that no Python call overhead enters),
+   and what the harness pays (``Collective.post`` + ``Collective.wait(out)`` against mpi4py's ``Allreduce``).
+   Short blocks alternate between the sides, and the ratio is the median over blocks of ours / theirs in
+   neighbouring blocks: a shared machine's speed drifts by tens of percent over seconds, which the ratio of two
+   blocks a few milliseconds apart mostly cancels. Times are medians over blocks.
 2. One straggler: every rank computes 5 ms per iteration, the last rank 20 ms more; the fast ranks' mean wait under
    eager-solo (no periodic sync), as a percentage of the delay (target <= 5 %), beside sync for reference.
 3. The progress thread's CPU use while the application sleeps for a second with a collective open.
@@ -14,66 +16,90 @@ Rank 0 prints the tables.
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
 
+from realrun.build import SOURCE_DIR, build, find_mpicc
 from realrun.collectives import Collective
 
 COUNTS = [1, 256, 16 * 1024, 256 * 1024, 4 * 1024 * 1024]
 KINDS = ["sync", "eager-solo", "eager-majority", "wagma"]
-REPEATS = 9
+REPEATS = 15
 DELAY = 0.020
 COMPUTE = 0.005
+LOOP_SOURCE = Path(__file__).with_name("bench_native_loop.c")
 
 
 def iterations(count: int) -> int:
     return {1: 500, 256: 500, 16 * 1024: 100, 256 * 1024: 20}.get(count, 5)
 
 
-def timed(comm: MPI.Comm, step, n: int) -> float:
-    """Seconds per call of step(), after n // 10 warm-up calls; the slowest rank's figure."""
-    for _ in range(max(2, n // 10)):
-        step()
+def timed(comm: MPI.Comm, block, n: int) -> float:
+    """Seconds per round of block(n) (which runs n rounds), after a warm-up block; the slowest rank's figure."""
+    block(max(2, n // 10))
     comm.Barrier()
     start = time.perf_counter()
-    for _ in range(n):
-        step()
+    block(n)
     return comm.allreduce((time.perf_counter() - start) / n, op=MPI.MAX)
 
 
-def compare(comm: MPI.Comm, kind: str, count: int) -> tuple[float, float, float]:
-    """Best block's seconds per round: MPI_Allreduce, our Python API, our bare C calls (same buffers)."""
+def loop_library(comm: MPI.Comm) -> ctypes.CDLL:
+    """bench_native_loop.c compiled (by rank 0, beside the cached core) against libpcoll.so, and loaded."""
+    core = Path(build())
+    target = core.parent / f"libbenchloop-{hashlib.sha256(LOOP_SOURCE.read_bytes()).hexdigest()[:12]}.so"
+    if comm.rank == 0 and not target.exists():
+        command = [find_mpicc(), "-O2", "-shared", "-fPIC", "-I", str(SOURCE_DIR / "include"), str(LOOP_SOURCE),
+                   "-L", str(core.parent), "-lpcoll", f"-Wl,-rpath,{core.parent}", "-o", str(target)]
+        subprocess.run(command, check=True)
+    comm.Barrier()
+    lib = ctypes.CDLL(str(target))
+    p = ctypes.c_void_p
+    lib.bench_native_loop.argtypes = [p, ctypes.c_int, p, p, ctypes.c_int, ctypes.c_int]
+    lib.bench_native_loop.restype = ctypes.c_double
+    return lib
+
+
+def compare(comm: MPI.Comm, loop: ctypes.CDLL, kind: str, count: int) -> dict[str, np.ndarray]:
+    """Seconds per round of each block: MPI_Allreduce and ours in C, mpi4py and our Python API."""
     x = np.full(count, comm.rank + 1.0, dtype=np.float32)
     out = np.empty_like(x)
     n = iterations(count)
-    samples: dict[str, list[float]] = {"mpi": [], "py": [], "c": []}
+    samples: dict[str, list[float]] = {"mpi": [], "core": [], "mpi4py": [], "py": []}
     with Collective(kind, count=count, comm=comm, group_size=2) as coll:
-        lib, handle = coll._lib, coll._live()
+        args = (comm.py2f(), x.ctypes.data, out.ctypes.data, count)
+        handle = coll._live()
 
-        def python_api() -> None:
-            coll.post(x)
-            coll.wait()
+        def python_api(rounds: int) -> None:
+            for _ in range(rounds):
+                coll.post(x)
+                coll.wait(out)
 
-        def bare_c() -> None:
-            lib.pcoll_post(handle, x.ctypes.data)
-            lib.pcoll_wait(handle, out.ctypes.data, None, None, None)
+        def mpi4py(rounds: int) -> None:
+            for _ in range(rounds):
+                comm.Allreduce(x, out, op=MPI.SUM)
 
-        def mpi() -> None:
-            comm.Allreduce(x, out, op=MPI.SUM)
-
+        blocks = {
+            "mpi": lambda rounds: loop.bench_native_loop(None, *args, rounds),
+            "core": lambda rounds: loop.bench_native_loop(handle, *args, rounds),
+            "mpi4py": mpi4py,
+            "py": python_api,
+        }
         for _ in range(REPEATS):
-            samples["mpi"].append(timed(comm, mpi, n))
-            samples["py"].append(timed(comm, python_api, n))
-            samples["c"].append(timed(comm, bare_c, n))
-    mpi_t, py_t, c_t = (min(samples[k]) for k in ("mpi", "py", "c"))
-    return mpi_t, py_t, c_t
+            for name, block in blocks.items():
+                samples[name].append(timed(comm, block, n))
+    return {name: np.array(values) for name, values in samples.items()}
 
 
 def straggler(comm: MPI.Comm, kind: str, count: int, calls: int = 30) -> float:
     """Fast ranks' mean wait per call as a fraction of DELAY, the last rank delayed DELAY per iteration."""
     x = np.ones(count, dtype=np.float32)
+    out = np.empty_like(x)
     slow = comm.rank == comm.size - 1
     waits = []
     with Collective(kind, count=count, comm=comm, sync_period=0) as coll:
@@ -81,7 +107,7 @@ def straggler(comm: MPI.Comm, kind: str, count: int, calls: int = 30) -> float:
             time.sleep(COMPUTE + (DELAY if slow else 0.0))
             coll.post(x)
             t = time.perf_counter()
-            coll.wait()
+            coll.wait(out)
             waits.append(time.perf_counter() - t)
     fast = comm.gather(None if slow else float(np.mean(waits)), root=0)
     return float(np.mean([w for w in (fast or []) if w is not None] or [0.0])) / DELAY
@@ -100,17 +126,20 @@ def idle_cpu(comm: MPI.Comm) -> float:
 
 def main() -> None:
     comm = MPI.COMM_WORLD
-    rows = [(count, kind, *compare(comm, kind, count)) for count in COUNTS for kind in KINDS]
+    loop = loop_library(comm)
+    rows = [(count, kind, compare(comm, loop, kind, count)) for count in COUNTS for kind in KINDS]
     lag = [(kind, count, straggler(comm, kind, count)) for kind in ("eager-solo", "sync") for count in (256, 262144)]
     cpu = idle_cpu(comm)
     if comm.rank:
         return
     print(f"# native core vs MPI_Allreduce, P = {comm.size}, {MPI.Get_library_version().splitlines()[0]}")
-    print("# time per round in us; ratio = ours / MPI_Allreduce")
-    print(f"# {'count':>8} {'kind':<15} {'MPI':>9} {'py API':>9} {'ratio':>6} {'bare C':>9} {'ratio':>6}")
-    for count, kind, mpi, py, c in rows:
-        us = f"{mpi * 1e6:>9.1f} {py * 1e6:>9.1f} {py / mpi:>6.2f} {c * 1e6:>9.1f} {c / mpi:>6.2f}"
-        print(f"  {count:>8} {kind:<15} {us}")
+    print("# time per round in us; ratio = ours / MPI_Allreduce; core: C loops; python: Collective vs mpi4py")
+    print(f"# {'count':>8} {'kind':<15} {'MPI':>9} {'core':>9} {'ratio':>6} {'mpi4py':>9} {'python':>9} {'ratio':>6}")
+    for count, kind, t in rows:
+        us = {name: np.median(values) * 1e6 for name, values in t.items()}
+        core = f"{us['mpi']:>9.1f} {us['core']:>9.1f} {np.median(t['core'] / t['mpi']):>6.2f}"
+        python = f"{us['mpi4py']:>9.1f} {us['py']:>9.1f} {np.median(t['py'] / t['mpi4py']):>6.2f}"
+        print(f"  {count:>8} {kind:<15} {core} {python}")
     print(f"# one rank delayed {DELAY * 1e3:.0f} ms per iteration, all compute {COMPUTE * 1e3:.0f} ms")
     print("# fast ranks' mean wait, as a share of the delay")
     for kind, count, share in lag:
