@@ -3,8 +3,8 @@
  *
  * Small vectors: recursive doubling over the whole vector (contribution and metadata, copied into c->work); when
  * the member count m is not a power of two, the first 2 * (m - p2) members fold in pairs first (even ones hand
- * their vector to the next odd one, which takes part for both, and get the result back at the end). The result
- * is divided when the round finishes.
+ * their vector to the next odd one, which takes part for both, and get the result back at the end). The last
+ * addition forms the result, divided, where the result goes.
  *
  * Large vectors: the metadata first (recursive doubling over its floats), so that the divisor is known before the
  * result is formed; then a ring over the contribution: a reduce-scatter in which every rank adds its own
@@ -32,8 +32,10 @@ static struct pcoll_step *add_step(pcoll_t *c)
     return s;
 }
 
-/* Recursive doubling over c->work[off, off + len), in place. */
-static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, size_t off, size_t len)
+/* Recursive doubling over c->work[off, off + len), in place. With final (the whole vector), the last addition
+ * forms the result: it sums the metadata first, for the divisor, then divides the contribution's sum into where
+ * the result goes (a member that hands the result on to a folded partner keeps it in c->work for that). */
+static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, size_t off, size_t len, int final)
 {
     int p2 = 1;
     while (p2 * 2 <= m) p2 *= 2;
@@ -48,6 +50,7 @@ static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, si
         s->recv_peer = members[me + 1];
         s->recv_off = off;
         s->recv_len = len;
+        s->op = final ? OP_FORMED : OP_NONE;
         return;
     }
     if (me < 2 * rem) {
@@ -66,13 +69,14 @@ static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, si
         s->send_peer = s->recv_peer = members[pv < rem ? 2 * pv + 1 : pv + rem];
         s->send_off = s->recv_off = off;
         s->send_len = s->recv_len = len;
-        s->op = OP_SUM;
+        s->op = final && mask * 2 >= p2 ? OP_FINAL : OP_SUM;
     }
     if (me < 2 * rem) {
         s = add_step(c);
         s->send_peer = members[me - 1];
         s->send_off = off;
         s->send_len = len;
+        c->result_in_work = final;
     }
 }
 
@@ -116,15 +120,16 @@ int pcoll_schedule_build(pcoll_t *c, const int *members, int m)
         if (members[i] == c->rank) me = i;
     if (me < 0) return pcoll_fail(c, PCOLL_ERR_ARG, "schedule: rank not in its group", MPI_SUCCESS);
     c->nsteps = c->step = c->step_posted = 0;
+    c->result_in_work = 0;
     if (m == 1) return PCOLL_OK;
     size_t ring_min = c->opt.ring_min_bytes ? c->opt.ring_min_bytes : PCOLL_RING_MIN_BYTES;
     if (c->count * sizeof(float) >= ring_min) {
-        recursive_doubling(c, members, m, me, c->count, c->len - c->count);
+        recursive_doubling(c, members, m, me, c->count, c->len - c->count, 0);
         ring(c, members, m, me);
     } else {
         if (c->src != c->work) memcpy(c->work, c->src, c->count * sizeof(float));
         c->src = c->work;
-        recursive_doubling(c, members, m, me, 0, c->len);
+        recursive_doubling(c, members, m, me, 0, c->len, 1);
     }
     return PCOLL_OK;
 }
@@ -142,7 +147,8 @@ static int post_step(pcoll_t *c, const struct pcoll_step *s)
 {
     c->step_reqs[0] = c->step_reqs[1] = MPI_REQUEST_NULL;
     if (s->recv_len > 0) {
-        float *dst = s->op != OP_NONE ? c->scratch : (s->recv_into == ROLE_DST ? c->dst : c->work) + s->recv_off;
+        int summed = s->op == OP_SUM || s->op == OP_FINAL;
+        float *dst = summed ? c->scratch : (s->recv_into == ROLE_DST ? c->dst : c->work) + s->recv_off;
         PCOLL_MPI(c, MPI_Irecv(dst, (int)s->recv_len, MPI_FLOAT, s->recv_peer, PCOLL_TAG_DATA, c->comm,
                                &c->step_reqs[0]));
     }
@@ -161,13 +167,20 @@ int pcoll_schedule_start(pcoll_t *c)
 /* The received floats of a completed step s. */
 static void apply(pcoll_t *c, const struct pcoll_step *s)
 {
-    size_t off = s->recv_off;
+    size_t off = s->recv_off, n = s->recv_len;
     if (s->op == OP_SUM) {
-        pcoll_vector_sum(c->work + off, role(c, s->add_from) + off, c->scratch, 1.0f, s->recv_len);
+        pcoll_vector_sum(c->work + off, role(c, s->add_from) + off, c->scratch, 1.0f, n);
     } else if (s->op == OP_FINAL) {
+        if (off + n > c->count) { /* recursive doubling: the metadata came along; sum it first, for the divisor */
+            size_t meta = off + n - c->count;
+            pcoll_vector_sum(c->work + c->count, c->work + c->count, c->scratch + (n - meta), 1.0f, meta);
+            n -= meta;
+        }
         c->divisor = pcoll_round_divisor(c);
         c->dst = pcoll_round_dst(c);
-        pcoll_vector_sum(c->dst + off, c->src + off, c->scratch, c->divisor, s->recv_len);
+        pcoll_vector_sum(c->dst + off, role(c, s->add_from) + off, c->scratch, c->divisor, n);
+    } else if (s->op == OP_FORMED) {
+        c->dst = c->work;
     }
 }
 

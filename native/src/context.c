@@ -66,11 +66,11 @@ static void free_context(pcoll_t *c)
 static int allocate(pcoll_t *c)
 {
     size_t p = (size_t)c->size;
-    c->app_buf = pcoll_vector_alloc(c->len);
-    c->pending = pcoll_vector_alloc(c->len);
-    c->work = pcoll_vector_alloc(c->len);
-    c->scratch = pcoll_vector_alloc(c->len);
-    c->model = pcoll_vector_alloc(c->len);
+    c->app_buf = pcoll_vector_alloc(c->len, 1);
+    c->pending = pcoll_vector_alloc(c->len, 1);
+    c->work = pcoll_vector_alloc(c->len, 1);
+    c->scratch = pcoll_vector_alloc(c->len, 1);
+    c->model = pcoll_vector_alloc(c->len, 1);
     c->steps = malloc((2 * p + 70) * sizeof *c->steps);
     c->members = malloc(p * sizeof *c->members);
     c->tokens_sent = calloc(p, sizeof *c->tokens_sent);
@@ -173,8 +173,17 @@ int pcoll_post(pcoll_t *c, const float *contribution)
         snprintf(c->error, sizeof c->error, "post: the previous call was not waited for");
     } else {
         uint64_t n = c->posts;
-        int late = c->cur > n || (c->in_round && c->cur == n);
+        int late = c->cur > n || (c->in_round && c->cur == n), did = 0;
+        int activates = !late && !c->ops->is_sync(c, n) && c->ops->activates(c, n);
         c->t_post = pcoll_now(c);
+        /* A token already here means another rank activated round n first: no need to send ours. Ours goes out
+         * before the copy-in, so that the other ranks start while it runs. */
+        if (activates && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
+        if (rc == PCOLL_OK && activates && c->activated <= n) {
+            c->activated = n + 1;
+            c->self_activated = n + 1;
+            rc = pcoll_tokens_send(c, n);
+        }
         if (late && c->ops->late) {
             c->ops->late(c, contribution);
         } else {
@@ -183,14 +192,6 @@ int pcoll_post(pcoll_t *c, const float *contribution)
             c->app_call = n;
         }
         c->posts++;
-        int did = 0;
-        /* A token already here means another rank activated round n first: no need to send ours. */
-        if (!late && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
-        if (rc == PCOLL_OK && !late && !c->ops->is_sync(c, n) && c->activated <= n && c->ops->activates(c, n)) {
-            c->activated = n + 1;
-            c->self_activated = n + 1;
-            rc = pcoll_tokens_send(c, n);
-        }
         /* Start the round, but leave its transfers to the waiter: a large result then goes straight into the
          * buffer that wait names. */
         if (rc == PCOLL_OK) rc = pcoll_kick(c);

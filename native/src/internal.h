@@ -58,7 +58,8 @@ enum pcoll_role { ROLE_SRC, ROLE_WORK, ROLE_DST, ROLE_SCRATCH };
 enum pcoll_op {
     OP_NONE,  /* received in place */
     OP_SUM,   /* received into scratch; work = add_from + scratch */
-    OP_FINAL, /* received into scratch; dst = (src + scratch) / divisor: this segment of the result is done */
+    OP_FINAL, /* received into scratch; dst = (add_from + scratch) / divisor: this part of the result is done */
+    OP_FORMED, /* received in place: the whole result, formed by another member */
 };
 
 /* One step of an allreduce schedule: an optional send and an optional receive, then its op; offsets and lengths
@@ -130,6 +131,7 @@ struct pcoll {
     const float *src;           /* this rank's contribution to the round in progress (count floats) */
     float *dst;                 /* where the round's result goes: work, or wait_out (delivered directly) */
     float divisor;              /* of the round in progress, once its metadata is reduced */
+    int result_in_work;         /* the round's result must be formed in work (a folded partner receives it) */
     struct pcoll_step *steps;
     int nsteps, step, step_posted;
     MPI_Request step_reqs[2];
@@ -165,7 +167,7 @@ void pcoll_backoff(long *ns, long cap_ns);
 int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code);
 
 /* vector.c */
-float *pcoll_vector_alloc(size_t floats); /* freed with free() */
+float *pcoll_vector_alloc(size_t floats, int huge); /* freed with free(); huge: for the handle's life */
 /* dst = (a + b) / divisor and dst = a / divisor; dst may be a */
 void pcoll_vector_sum(float *dst, const float *a, const float *restrict b, float divisor, size_t n);
 void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n);

@@ -151,7 +151,7 @@ float pcoll_round_divisor(pcoll_t *c)
 
 float *pcoll_round_dst(pcoll_t *c)
 {
-    int waited_for = c->wait_out && c->results_count == 0 && c->cur == c->waits;
+    int waited_for = c->wait_out && c->results_count == 0 && c->cur == c->waits && !c->result_in_work;
     return waited_for ? c->wait_out : c->work;
 }
 
@@ -171,7 +171,7 @@ static int finish_round(pcoll_t *c)
     }
     q->delivered = c->dst != c->work;
     if (!q->delivered) {
-        if (!q->data && !(q->data = pcoll_vector_alloc(c->len)))
+        if (!q->data && !(q->data = pcoll_vector_alloc(c->len, 0)))
             return pcoll_fail(c, PCOLL_ERR_NOMEM, "round result", MPI_SUCCESS);
         float *t = q->data;
         q->data = c->work;
