@@ -68,11 +68,14 @@ void pcoll_options_default(pcoll_options *opt);
 /* Collective over fcomm (a Fortran handle, e.g. mpi4py's comm.py2f()); the communicator is duplicated. */
 int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t **out);
 
-/* Contribution of the next call (count floats, copied in). */
+/* Contribution of the next call (count floats, copied in). Starts the round if it can start; its transfers are
+ * left to pcoll_wait and the progress thread. */
 int pcoll_post(pcoll_t *c, const float *contribution);
 
 /* Result of the round of the last posted call into out (count floats); rec, fresh (1 if this rank's own
- * contribution of that call is in it) and mask (size bytes, 1 per contributing rank) may be NULL. */
+ * contribution of that call is in it) and mask (size bytes, 1 per contributing rank) may be NULL. A large
+ * result is formed in out directly while the round runs, so after an error return out may still be written:
+ * the handle is then unusable (pcoll_abort). */
 int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned char *mask);
 
 /* *ready = 1 if pcoll_wait would return at once. */
