@@ -176,9 +176,8 @@ static void apply(pcoll_t *c, const struct pcoll_step *s)
             pcoll_vector_sum(c->work + c->count, c->work + c->count, c->scratch + (n - meta), 1.0f, meta);
             n -= meta;
         }
-        c->divisor = pcoll_round_divisor(c);
         c->dst = pcoll_round_dst(c);
-        pcoll_vector_sum(c->dst + off, role(c, s->add_from) + off, c->scratch, c->divisor, n);
+        pcoll_vector_sum(c->dst + off, role(c, s->add_from) + off, c->scratch, pcoll_round_divisor(c), n);
     } else if (s->op == OP_FORMED) {
         c->dst = c->work;
     }

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* pcoll_wait yields the core between polls (to whoever else is runnable on it: the ranks it waits for where ranks
- * outnumber cores; spinning 50 us first made small rounds 3-7x slower at 4 ranks on 2 cores, and cost little
- * where each rank has a core) for as long as a round is in flight here, since a transfer moves only when polled (a
- * waiter that slept between polls made a 1 MiB round 30 % slower); with no round in flight (waiting for another
- * rank's activation) it sleeps after WAIT_YIELD_S, with a backoff capped at WAIT_SLEEP_CAP_NS. */
+/* pcoll_wait polls without pause for WAIT_SPIN_S, then yields the core between polls (to whoever else is runnable
+ * on it: the ranks it waits for, where ranks outnumber cores; spinning 50 us made small rounds 3-7x slower at 4
+ * ranks on 2 cores) for as long as a round is in flight here, since a transfer moves only when polled (a waiter
+ * that slept between polls made a 1 MiB round 30 % slower); with no round in flight (waiting for another rank's
+ * activation) it sleeps after WAIT_YIELD_S, with a backoff capped at WAIT_SLEEP_CAP_NS. */
 #define WAIT_SPIN_S 5e-6
 #define WAIT_YIELD_S 200e-6
 enum { WAIT_SLEEP_CAP_NS = 20000 };

@@ -130,7 +130,6 @@ struct pcoll {
     float *work, *scratch;      /* len floats each */
     const float *src;           /* this rank's contribution to the round in progress (count floats) */
     float *dst;                 /* where the round's result goes: work, or wait_out (delivered directly) */
-    float divisor;              /* of the round in progress, once its metadata is reduced */
     int result_in_work;         /* the round's result must be formed in work (a folded partner receives it) */
     struct pcoll_step *steps;
     int nsteps, step, step_posted;
