@@ -203,6 +203,9 @@ int pcoll_progress(pcoll_t *c, int *did)
         rc = pcoll_schedule_progress(c, &done, did);
         if (rc || !done) break;
         rc = finish_round(c);
+        /* A waiting application has its result: let it return and post before another round starts here, or its
+         * next contribution would miss a round that another rank's token already activated. */
+        if (c->app_driving) break;
     }
     return rc;
 }

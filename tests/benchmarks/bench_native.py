@@ -52,10 +52,12 @@ def timed(comm: MPI.Comm, block, n: int) -> float:
 def loop_library(comm: MPI.Comm) -> ctypes.CDLL:
     """bench_native_loop.c compiled (by rank 0, beside the cached core) against libpcoll.so, and loaded."""
     core = Path(build())
-    target = core.parent / f"libbenchloop-{hashlib.sha256(LOOP_SOURCE.read_bytes()).hexdigest()[:12]}.so"
+    flags = ["-O2", "-Wall", "-Wextra", "-shared", "-fPIC", "-I", str(SOURCE_DIR / "include")]
+    key = hashlib.sha256(LOOP_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
+    target = core.parent / f"libbenchloop-{key}.so"
     if comm.rank == 0 and not target.exists():
-        command = [find_mpicc(), "-O2", "-shared", "-fPIC", "-I", str(SOURCE_DIR / "include"), str(LOOP_SOURCE),
-                   "-L", str(core.parent), "-lpcoll", f"-Wl,-rpath,{core.parent}", "-o", str(target)]
+        libraries = ["-L", str(core.parent), "-lpcoll", f"-Wl,-rpath,{core.parent}"]
+        command = [find_mpicc(), *flags, str(LOOP_SOURCE), *libraries, "-o", str(target)]
         subprocess.run(command, check=True)
     comm.Barrier()
     lib = ctypes.CDLL(str(target))
