@@ -6,7 +6,9 @@
  * does for its arrays: passes over 16 MiB otherwise pay TLB misses on 4 KiB pages that the application's (numpy)
  * buffers, and MPI_Allreduce on them, do not. Not the queue slots a lagging rank adds while rounds run: a huge
  * page fault may compact memory first, which stalled a straggler's progress thread for 40 ms per 16 MiB slot.
- * Every vector is touched once when allocated, so that its page faults do not land inside a round. The arithmetic is compiled for several instruction sets and picked at load time (GCC/Clang function
+ * Every vector is touched once when allocated, so that its page faults do not land inside a round.
+ *
+ * The arithmetic is compiled for several instruction sets and picked at load time (GCC/Clang function
  * multiversioning on x86-64): a build must run on every node of a cluster, yet the division of a 16 MiB result is
  * compute-bound with 4-wide SSE alone.
  */
