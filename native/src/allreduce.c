@@ -32,6 +32,19 @@ static struct pcoll_step *add_step(pcoll_t *c)
     return s;
 }
 
+/* A recursive-doubling step over c->work[off, off + len): a send to send_peer and a receive from recv_peer, either
+ * of them -1 for none, then op. */
+static void rd_step(pcoll_t *c, int send_peer, int recv_peer, size_t off, size_t len, int op)
+{
+    struct pcoll_step *s = add_step(c);
+    s->send_peer = send_peer;
+    s->recv_peer = recv_peer;
+    s->send_off = s->recv_off = off;
+    s->send_len = send_peer >= 0 ? len : 0;
+    s->recv_len = recv_peer >= 0 ? len : 0;
+    s->op = (unsigned char)op;
+}
+
 /* Recursive doubling over c->work[off, off + len), in place. With final (the whole vector), the last addition
  * forms the result: it sums the metadata first, for the divisor, then divides the contribution's sum into where
  * the result goes (a member that hands the result on to a folded partner keeps it in c->work for that). */
@@ -40,42 +53,23 @@ static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, si
     int p2 = 1;
     while (p2 * 2 <= m) p2 *= 2;
     int rem = m - p2, v;
-    struct pcoll_step *s;
     if (me < 2 * rem && me % 2 == 0) {
-        s = add_step(c);
-        s->send_peer = members[me + 1];
-        s->send_off = off;
-        s->send_len = len;
-        s = add_step(c);
-        s->recv_peer = members[me + 1];
-        s->recv_off = off;
-        s->recv_len = len;
-        s->op = final ? OP_FORMED : OP_NONE;
+        rd_step(c, members[me + 1], -1, off, len, OP_NONE);
+        rd_step(c, -1, members[me + 1], off, len, final ? OP_FORMED : OP_NONE);
         return;
     }
     if (me < 2 * rem) {
-        s = add_step(c);
-        s->recv_peer = members[me - 1];
-        s->recv_off = off;
-        s->recv_len = len;
-        s->op = OP_SUM;
+        rd_step(c, -1, members[me - 1], off, len, OP_SUM);
         v = me / 2;
     } else {
         v = me - rem;
     }
     for (int mask = 1; mask < p2; mask <<= 1) {
-        int pv = v ^ mask;
-        s = add_step(c);
-        s->send_peer = s->recv_peer = members[pv < rem ? 2 * pv + 1 : pv + rem];
-        s->send_off = s->recv_off = off;
-        s->send_len = s->recv_len = len;
-        s->op = final && mask * 2 >= p2 ? OP_FINAL : OP_SUM;
+        int pv = v ^ mask, peer = members[pv < rem ? 2 * pv + 1 : pv + rem];
+        rd_step(c, peer, peer, off, len, final && mask * 2 >= p2 ? OP_FINAL : OP_SUM);
     }
     if (me < 2 * rem) {
-        s = add_step(c);
-        s->send_peer = members[me - 1];
-        s->send_off = off;
-        s->send_len = len;
+        rd_step(c, members[me - 1], -1, off, len, OP_NONE);
         c->result_in_work = final;
     }
 }

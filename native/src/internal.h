@@ -51,8 +51,9 @@ struct pcoll_kind_ops {
 extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops;
 
 /* The vectors a schedule step names (resolved when the step is posted): the rank's own contribution, the partial
- * sums, where the round's result goes (c->work, or the waiting application's buffer), the receive buffer. */
-enum pcoll_role { ROLE_SRC, ROLE_WORK, ROLE_DST, ROLE_SCRATCH };
+ * sums, where the round's result goes (c->work, or the waiting application's buffer). Summing steps receive into
+ * c->scratch. */
+enum pcoll_role { ROLE_SRC, ROLE_WORK, ROLE_DST };
 
 /* What a step does with the floats it received (offsets: recv_off of the named vectors). */
 enum pcoll_op {
