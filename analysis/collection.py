@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.errors import UserError
-from analysis.metrics import run_metrics
-from analysis.runfolder import Run, load_run
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.metrics import run_metrics
+from stragglerlab.analysis.runfolder import Run, load_run
 
 #: the columns every row of :func:`keys_table` starts with, before the scenario's keys
 RUN_COLUMNS = ("run", "source", "finished")
@@ -65,7 +65,7 @@ def keys_table(runs: Iterable[Run]) -> pd.DataFrame:
 
 
 def summary_table(runs: Iterable[Run], target_loss: float | None = None) -> pd.DataFrame:
-    """One row per run: its keys and every metric of :func:`analysis.metrics.run_metrics` (whose ``iterations``,
+    """One row per run: its keys and every metric of :func:`stragglerlab.analysis.metrics.run_metrics` (whose ``iterations``,
     the worker-iterations run, is renamed ``worker_iterations`` beside the scenario's ``iterations``)."""
     rows = []
     for r in runs:

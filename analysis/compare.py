@@ -1,4 +1,4 @@
-"""Comparisons across runs, on a :func:`analysis.collection.summary_table`: means with confidence intervals across
+"""Comparisons across runs, on a :func:`stragglerlab.analysis.collection.summary_table`: means with confidence intervals across
 seeds, speedup over a named baseline paired by seed, and simulated against real runs.
 
 Runs that share a seed share their compute times and delays (common random numbers), so an algorithm and its baseline
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from analysis.errors import UserError
+from stragglerlab.analysis.errors import UserError
 
 ALGORITHM = "algorithm.name"
 #: metrics where less is better: the speedup of these is baseline / algorithm rather than algorithm / baseline

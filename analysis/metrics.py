@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.runfolder import Run
+from stragglerlab.analysis.runfolder import Run
 
 
 @dataclass(frozen=True)

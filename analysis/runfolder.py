@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.errors import UserError
+from stragglerlab.analysis.errors import UserError
 
 INT, FLOAT, BOOL, STR = pa.int64(), pa.float64(), pa.bool_(), pa.string()
 SCHEMAS: dict[str, pa.Schema] = {

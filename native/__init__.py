@@ -1,4 +1,4 @@
-"""The native partial-collective core: C sources shipped as package data, compiled by ``realrun.build``.
+"""The native partial-collective core: C sources shipped as package data, compiled by ``stragglerlab.realrun.build``.
 
 Nothing here is Python code to import beyond the paths below; see ``include/pcoll.h`` for the C API.
 """

@@ -18,12 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import native
-from analysis.errors import UserError
+from stragglerlab import native
+from stragglerlab.analysis.errors import UserError
 
-# native.__path__ rather than native.SOURCE_DIR: it also holds where an editable install that predates
-# native/__init__.py resolves ``native`` as a namespace package.
-SOURCE_DIR = Path(next(iter(native.__path__)))
+SOURCE_DIR = native.SOURCE_DIR
 
 #: Flags of every build; ``werror`` adds ``-Werror`` (the tests build with it, to keep the sources warning-free).
 CFLAGS = ("-std=c11", "-O3", "-Wall", "-Wextra", "-fPIC", "-shared", "-pthread")

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from simulator.network import flat_allreduce
-from simulator.scenario import Scenario
+from stragglerlab.simulator.network import flat_allreduce
+from stragglerlab.simulator.scenario import Scenario
 
 SIZES = [2**k for k in range(0, 23, 2)]  # bytes, 1 B … 4 MiB
 TAG = 7302
@@ -183,7 +183,7 @@ def calibrate(scenario: Scenario, compute_iterations: int = 30) -> str | None:
     """Collective over ``MPI.COMM_WORLD`` (at least 2 ranks): the fragment on rank 0, None elsewhere."""
     from mpi4py import MPI
 
-    from realrun.replica import make_replica
+    from stragglerlab.realrun.replica import make_replica
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()

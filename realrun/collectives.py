@@ -1,7 +1,7 @@
 """Partial collectives from Python: a ctypes binding of the native core (``native/include/pcoll.h``).
 
 ``Collective(kind, count=n, comm=...)`` runs a sequence of rounds: each call posts this rank's float32 vector
-and waits for the result of its round (DESIGN §4). The library is compiled on first use (``realrun.build``). Every
+and waits for the result of its round (DESIGN §4). The library is compiled on first use (``stragglerlab.realrun.build``). Every
 misuse raises here, before C is reached: wrong dtype or length, two posts without a wait, a wait without a post,
 use after close, an unknown kind or a bad option value.
 """
@@ -15,8 +15,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from analysis.errors import UserError
-from analysis.runfolder import SCHEMAS
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.runfolder import SCHEMAS
 
 KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3}
 LATE = {"accumulate": 0, "drop": 1}
@@ -94,7 +94,7 @@ _LIB: ctypes.CDLL | None = None
 def _built(comm: Any) -> str:
     """Path of the library, built by rank 0 first so that a job's ranks do not all compile it at once; a build
     error reaches every rank (raising on rank 0 alone would leave the others waiting)."""
-    from realrun.build import build
+    from stragglerlab.realrun.build import build
 
     error = None
     if comm.Get_rank() == 0:

@@ -1,12 +1,12 @@
 """One rank of a real run: train the scenario's model under MPI, inject its imbalance, write the run folder.
 
 Every rank runs :func:`run_rank`. Iteration n: compute the gradient on this rank's batch (``t_start`` →), add the
-injected delay (:mod:`realrun.injection`), post (``t_post``), exchange by the algorithm's rules
-(:mod:`realrun.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
-every couple of seconds (:mod:`realrun.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
+injected delay (:mod:`stragglerlab.realrun.injection`), post (``t_post``), exchange by the algorithm's rules
+(:mod:`stragglerlab.realrun.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
+every couple of seconds (:mod:`stragglerlab.realrun.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
 replica, which is the averaged model for the algorithms that keep replicas identical, worker −1, and is worker 0
 otherwise) and ``meta.json`` (``source = "real"``), and merges the parts when every rank has finished. A watchdog
-(:mod:`realrun.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
+(:mod:`stragglerlab.realrun.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
 the folder readable with ``finished = false``.
 """
 
@@ -26,21 +26,21 @@ from typing import Any
 
 import numpy as np
 
-from analysis.errors import UserError
-from analysis.runfolder import RunWriter
-from realrun.algorithms import make_exchange
-from realrun.clock import RunClock
-from realrun.injection import Injection
-from realrun.parts import RankParts
-from realrun.replica import make_replica
-from realrun.watchdog import LIVE, Watchdog
-from simulator.convergence import Evaluations
-from simulator.run import network_record, versions
-from simulator.scenario import Scenario, to_dict
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.runfolder import RunWriter
+from stragglerlab.realrun.algorithms import make_exchange
+from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.injection import Injection
+from stragglerlab.realrun.parts import RankParts
+from stragglerlab.realrun.replica import make_replica
+from stragglerlab.realrun.watchdog import LIVE, Watchdog
+from stragglerlab.simulator.convergence import Evaluations
+from stragglerlab.simulator.run import network_record, versions
+from stragglerlab.simulator.scenario import Scenario, to_dict
 
 
 class _ReplicaEvaluator:
-    """The evaluation schedule of the simulator (:class:`~simulator.convergence.Evaluations`) over this rank's
+    """The evaluation schedule of the simulator (:class:`~stragglerlab.simulator.convergence.Evaluations`) over this rank's
     replica: the matrix it is handed stands for the replica."""
 
     def __init__(self, replica):

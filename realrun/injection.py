@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from simulator.imbalance import ComputeTimes
-from simulator.scenario import Scenario
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.scenario import Scenario
 
 
 class Injection:

@@ -1,9 +1,9 @@
 """Each rank's rows of a real run, written as its own numbered parts inside the run folder's tables.
 
-A real run's folder has the simulator's layout (:mod:`analysis.runfolder`): while the run goes every table is a
-directory of parts, which :func:`~analysis.runfolder.load_run` reads whatever wrote them. Every rank writes its own
+A real run's folder has the simulator's layout (:mod:`stragglerlab.analysis.runfolder`): while the run goes every table is a
+directory of parts, which :func:`~stragglerlab.analysis.runfolder.load_run` reads whatever wrote them. Every rank writes its own
 parts there (``part-r<rank>-<n>.parquet``), so no rank waits on another to get its rows to disk and a crash of any
-rank leaves every other rank's rows readable; rank 0's :class:`~analysis.runfolder.RunWriter` merges them all when the
+rank leaves every other rank's rows readable; rank 0's :class:`~stragglerlab.analysis.runfolder.RunWriter` merges them all when the
 run finishes. A part is written to a hidden name and renamed into place, so a reader never sees half a part. The
 run folder must be on a file system every rank sees (one machine, or a cluster's shared file system).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.runfolder import SCHEMAS, TABLES
+from stragglerlab.analysis.runfolder import SCHEMAS, TABLES
 
 
 class RankParts:
@@ -29,7 +29,7 @@ class RankParts:
         self._last = time.monotonic()
 
     def add(self, table: str, row: tuple) -> None:
-        """One row, in the column order of :data:`~analysis.runfolder.SCHEMAS`."""
+        """One row, in the column order of :data:`~stragglerlab.analysis.runfolder.SCHEMAS`."""
         self._rows[table].append(row)
 
     def due(self) -> bool:

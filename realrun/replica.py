@@ -8,7 +8,7 @@ optimizer step, and evaluation, for every kind of ``workload.model``.
 - the simulator's numpy workloads (``hyperplane``, ``logistic``, ``mlp``): their own gradient, one replica at a time.
 - ``none`` (timing only): a zero vector of ``workload.params`` elements, never updated.
 
-Every replica reads the samples the simulator's sharding gives (worker, iteration) (:class:`~simulator.workloads.
+Every replica reads the samples the simulator's sharding gives (worker, iteration) (:class:`~stragglerlab.simulator.workloads.
 sharding.Shards`, torch's ``DistributedSampler`` order) and steps as the simulator's optimizer does (SGD with
 momentum and weight decay, as ``torch.optim.SGD`` with dampening 0), so a real run trains what its simulation trains.
 """
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from simulator.convergence import sgd
-from simulator.scenario import Scenario, ScenarioError
-from simulator.workloads.torch_bridge import batch_of, evaluate
+from stragglerlab.simulator.convergence import sgd
+from stragglerlab.simulator.scenario import Scenario, ScenarioError
+from stragglerlab.simulator.workloads.torch_bridge import batch_of, evaluate
 
 
 class Replica:
@@ -118,7 +118,7 @@ class TorchReplica(Replica):
         import torch
         from torch.nn.utils import parameters_to_vector
 
-        from simulator.workloads.sharding import Shards
+        from stragglerlab.simulator.workloads.sharding import Shards
 
         super().__init__(scenario)
         self.torch, self.task, self.rank = torch, task, rank
@@ -184,10 +184,10 @@ def make_replica(scenario: Scenario, rank: int, local_rank: int, ranks_here: int
     name = scenario.workload.model
     if name == "none":
         return TimingReplica(scenario)
-    from simulator.workloads import BUILTIN_MODELS, load
+    from stragglerlab.simulator.workloads import BUILTIN_MODELS, load
 
     if name in BUILTIN_MODELS:
         return ArrayReplica(scenario, load(scenario), rank)
-    from simulator.workloads.torch_bridge import load_task
+    from stragglerlab.simulator.workloads.torch_bridge import load_task
 
     return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank), ranks_here)

@@ -4,20 +4,20 @@
   ``[network]``, or a ``stragglerlab calibrate`` fragment's) and its own measured compute times. The iterations ×
   workers matrix of the measured ``compute`` (``t_post − t_start``) is written as a ``.npy`` and the simulation
   reads it with ``imbalance.kind = "trace"``. In a real run the injected imbalance (the sleep or burnt work of
-  :mod:`realrun.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
+  :mod:`stragglerlab.realrun.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
   already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
   predicts is everything else: waits, rounds, staleness, throughput.
 - **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
   ones alone: its own scenario and imbalance, the first runs' network, and the compute-time distribution fitted to
   the first runs' measured compute with their own injection taken out (:func:`base_compute`; fitted like
-  ``stragglerlab calibrate`` fits it, :func:`realrun.calibration.compute_model`).
+  ``stragglerlab calibrate`` fits it, :func:`stragglerlab.realrun.calibration.compute_model`).
 
 Simulations are timing-only (``workload.model = "none"`` with the real run's resolved ``workload.params``, so
 messages have the real model's size): validation compares timings, not training.
 
-:func:`compare` gives one row per (real, simulated) pair: :func:`analysis.compare.sim_vs_real`'s means and relative
+:func:`compare` gives one row per (real, simulated) pair: :func:`stragglerlab.analysis.compare.sim_vs_real`'s means and relative
 errors (``sim / real − 1``) of the mean and 95th-percentile iteration time, throughput (over the span the workers
-computed, :func:`analysis.metrics.active_samples_per_s`: a real run's start-up is not modelled), mean wait, wait
+computed, :func:`stragglerlab.analysis.metrics.active_samples_per_s`: a real run's start-up is not modelled), mean wait, wait
 fraction and mean staleness, and the distance between distributions: Kolmogorov–Smirnov of iteration times and of
 waits, total variation of staleness.
 """
@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.collection import summary_table
-from analysis.compare import ALGORITHM, ks_distance, sim_vs_real, tv_distance
-from analysis.errors import UserError
-from analysis.metrics import active_samples_per_s, iteration_times
-from analysis.runfolder import Run, load_run
-from realrun.calibration import compute_model
-from simulator.imbalance import ComputeTimes
-from simulator.run import simulate
-from simulator.scenario import Scenario, from_dict
+from stragglerlab.analysis.collection import summary_table
+from stragglerlab.analysis.compare import ALGORITHM, ks_distance, sim_vs_real, tv_distance
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
+from stragglerlab.analysis.runfolder import Run, load_run
+from stragglerlab.realrun.calibration import compute_model
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import Scenario, from_dict
 
 #: the metrics whose means :func:`compare` reports, real and simulated, with the relative error
 METRICS = ("mean_iteration", "p95_iteration", "throughput", "mean_wait", "wait_fraction", "mean_staleness")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from simulator.scenario import ScenarioError
+from stragglerlab.simulator.scenario import ScenarioError
 
-_FOLDER = resources.files("simulator") / "examples"
+_FOLDER = resources.files("stragglerlab.simulator") / "examples"
 
 
 def examples() -> dict[str, str]:

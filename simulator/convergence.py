@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from analysis.runfolder import SCHEMAS
-from simulator.algorithms.wagma import phase_count, phase_groups
-from simulator.network import NetworkModel
-from simulator.scenario import Scenario
+from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.simulator.algorithms.wagma import phase_count, phase_groups
+from stragglerlab.simulator.network import NetworkModel
+from stragglerlab.simulator.scenario import Scenario
 
 LOSS_WINDOW = 10  # LSGD: the leader is chosen on the mean of each worker's last training losses
 Observer = Callable[[str, int, object], None]

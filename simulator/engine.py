@@ -1,7 +1,7 @@
 """The reference event engine: each worker a simpy process, each collective round a scheduled completion.
 
 Worker i runs iterations n = 0, 1, …: compute for its time of (seed, i, n), post call n, wait until the algorithm
-releases it, apply, go on. What happens between post and release is the algorithm's (``simulator.algorithms``).
+releases it, apply, go on. What happens between post and release is the algorithm's (``stragglerlab.simulator.algorithms``).
 
 Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after all
 other events of that instant, in increasing worker order; round completions come after the posts of their instant.
@@ -18,8 +18,8 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from simulator.imbalance import ComputeTimes
-from simulator.scenario import Scenario
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.scenario import Scenario
 
 POSTS = NORMAL + 1  # resolved after every ordinary event of the instant
 COMPLETIONS = NORMAL + 2  # after the posts of the instant
@@ -49,7 +49,7 @@ class Call:
         self.done: simpy.Event | None = None
 
     def row(self) -> tuple:
-        """The row of the ``iterations`` table (columns of ``analysis.runfolder.SCHEMAS``)."""
+        """The row of the ``iterations`` table (columns of ``stragglerlab.analysis.runfolder.SCHEMAS``)."""
         r = self.round
         return (self.worker, self.iteration, self.t_start, self.t_post, self.t_done, self.t_post - self.t_start,
                 self.t_done - self.t_post, r, self.model_version, r - self.model_version if r >= 0 else -1,
@@ -68,7 +68,7 @@ class Engine:
     """Runs one scenario; the algorithm object decides triggers, contributions and releases."""
 
     def __init__(self, scenario: Scenario, sink: Sink, progress: Callable[[int], None] | None = None):
-        from simulator.algorithms import make
+        from stragglerlab.simulator.algorithms import make
 
         self.scenario = scenario
         self.workers = scenario.workers

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.scenario import Compute, Imbalance, Scenario, ScenarioError
+from stragglerlab.simulator.scenario import Compute, Imbalance, Scenario, ScenarioError
 
 _BASE, _SLOW = 0, 1
 

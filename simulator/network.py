@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.scenario import Scenario
+from stragglerlab.simulator.scenario import Scenario
 
 BYTES_PER_ELEMENT = 4  # float32
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from analysis.metrics import Tally
-from analysis.runfolder import SCHEMAS, RunWriter
-from simulator.convergence import Schedule, replay
-from simulator.engine import Engine
-from simulator.network import NetworkModel, message_bytes
-from simulator.scenario import Scenario, to_dict
+from stragglerlab.analysis.metrics import Tally
+from stragglerlab.analysis.runfolder import SCHEMAS, RunWriter
+from stragglerlab.simulator.convergence import Schedule, replay
+from stragglerlab.simulator.engine import Engine
+from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import Scenario, to_dict
 
 
 def versions() -> dict[str, str]:
@@ -95,7 +95,7 @@ def engine_for(scenario: Scenario) -> str:
         import numba  # noqa: F401
     except ImportError:
         return "reference"
-    from simulator.fast.engine import supports
+    from stragglerlab.simulator.fast.engine import supports
 
     return "fast" if supports(scenario) else "reference"
 
@@ -107,12 +107,12 @@ def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], N
     ``tables``: which of ``iterations`` and ``rounds`` to keep (the summary's tally is always in ``meta.json``, so
     a run too large to keep its tables still has its summary). With a model (``workload.model`` not ``none``) its
     data are made first, ``workload.params`` becomes the model's parameter count (message sizes follow the model),
-    and after the engine the model is trained along the schedule (:mod:`simulator.convergence`), its ``evals`` rows
+    and after the engine the model is trained along the schedule (:mod:`stragglerlab.simulator.convergence`), its ``evals`` rows
     written as they come.
     """
     workload = None
     if scenario.workload.model != "none":
-        from simulator.workloads import load as load_workload
+        from stragglerlab.simulator.workloads import load as load_workload
 
         workload = load_workload(scenario)
         scenario = scenario.replace(**{"workload.params": workload.dimension})
@@ -133,7 +133,7 @@ def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], N
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)
         if engine == "fast":
-            from simulator.fast.engine import FastEngine
+            from stragglerlab.simulator.fast.engine import FastEngine
 
             FastEngine(scenario, sink.iterations, sink.rounds, progress).run()
         else:

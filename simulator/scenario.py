@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.errors import UserError
+from stragglerlab.analysis.errors import UserError
 
 ALGORITHMS = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
 ALLREDUCE = ("ring", "recursive-doubling", "rabenseifner", "tree")
@@ -330,7 +330,7 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
     if im.kind == "trace":
         if im.file is None:
             raise origins.fail("imbalance.file", None, "given for kind = trace")
-        from simulator.imbalance import read_trace
+        from stragglerlab.simulator.imbalance import read_trace
 
         read_trace(im.file, P, origins.of("imbalance.file").label)
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from simulator.run import simulate
-from simulator.scenario import Scenario, ScenarioError, from_dict, parse_override, to_dict
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict, parse_override, to_dict
 
 #: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")

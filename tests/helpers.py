@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.runfolder import SCHEMAS
-from simulator.engine import Engine
-from simulator.scenario import Scenario, from_dict
+from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.simulator.engine import Engine
+from stragglerlab.simulator.scenario import Scenario, from_dict
 
 
 def scenario(**keys) -> Scenario:

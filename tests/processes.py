@@ -27,9 +27,9 @@ def run_bounded(command: list[str], timeout: float, env: dict[str, str], cwd: Pa
 
 
 def mpiexec_or_skip() -> str:
-    """The ``mpiexec`` real runs would use (:func:`realrun.commands.run.mpiexec`); skip the test without one."""
-    from analysis.errors import UserError
-    from realrun.commands.run import mpiexec
+    """The ``mpiexec`` real runs would use (:func:`stragglerlab.realrun.commands.run.mpiexec`); skip the test without one."""
+    from stragglerlab.analysis.errors import UserError
+    from stragglerlab.realrun.commands.run import mpiexec
 
     try:
         return mpiexec()

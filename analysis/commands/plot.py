@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analysis.collection import load_runs
-from analysis.errors import UserError
+from stragglerlab.analysis.collection import load_runs
+from stragglerlab.analysis.errors import UserError
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -22,7 +22,7 @@ def _window(text: str) -> tuple[float, float]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from analysis.plots import KINDS
+    from stragglerlab.analysis.plots import KINDS
 
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
                         help="run folders, or folders holding run folders (a sweep's output)")
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.plots import Options, draw, save
+    from stragglerlab.analysis.plots import Options, draw, save
 
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: must be at least 1")

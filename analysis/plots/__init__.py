@@ -2,7 +2,7 @@
 
 Every kind is ``draw(runs, options) -> Figure`` over loaded runs (simulated and real alike), drawn without pyplot
 (``matplotlib.figure.Figure`` and the Agg-family canvases: no global state, no display) in the style of
-:mod:`analysis.style`. matplotlib is imported by this package only, never by ``import analysis``.
+:mod:`stragglerlab.analysis.style`. matplotlib is imported by this package only, never by ``import analysis``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from analysis.errors import UserError
-from analysis.plots.base import Options, styled
-from analysis.runfolder import Run
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots.base import Options, styled
+from stragglerlab.analysis.runfolder import Run
 
-#: kind -> what it shows (the module ``analysis.plots.<kind>`` draws it)
+#: kind -> what it shows (the module ``stragglerlab.analysis.plots.<kind>`` draws it)
 KINDS: dict[str, str] = {
     "throughput": "samples/s (or --metric) against an imbalance or scale key, a series per algorithm, "
                   "seeds as error bars",
@@ -39,7 +39,7 @@ def draw(kind: str, runs: list[Run], options: Options | None = None) -> Figure:
         raise UserError(f"--kind {kind}: no such plot (kinds: {', '.join(KINDS)})")
     if not runs:
         raise UserError("no runs to plot")
-    module = importlib.import_module(f"analysis.plots.{kind}")
+    module = importlib.import_module(f"stragglerlab.analysis.plots.{kind}")
     with styled():
         return module.draw(runs, options or Options())
 

@@ -10,9 +10,9 @@ import matplotlib as mpl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.errors import UserError
-from analysis.runfolder import Run
-from analysis.style import COLUMN_WIDTH, PANEL_HEIGHT, RC, TEXT_WIDTH, algorithm_order
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import COLUMN_WIDTH, PANEL_HEIGHT, RC, TEXT_WIDTH, algorithm_order
 
 #: the most runs a per-run kind (timeline, contributions) draws, one panel each
 MOST_PANELS = 4
@@ -53,7 +53,7 @@ class Options:
 
 @contextmanager
 def styled() -> Iterator[None]:
-    """The paper style of :mod:`analysis.style`, for drawing and saving."""
+    """The paper style of :mod:`stragglerlab.analysis.style`, for drawing and saving."""
     with mpl.rc_context(RC):
         yield
 

@@ -9,9 +9,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from analysis.plots.base import Options, figure, panel_runs, panel_title
-from analysis.runfolder import Run
-from analysis.style import CONTRIBUTION_COLOURS
+from stragglerlab.analysis.plots.base import Options, figure, panel_runs, panel_title
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import CONTRIBUTION_COLOURS
 
 #: rounds and workers shown unless --window and --workers say otherwise
 DEFAULT_ROUNDS = 64

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from analysis.errors import UserError
-from analysis.metrics import model_evals
-from analysis.plots.base import Options, algorithm_of, by_algorithm, figure, metric_label
-from analysis.runfolder import Run
-from analysis.style import algorithm_style
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.metrics import model_evals
+from stragglerlab.analysis.plots.base import Options, algorithm_of, by_algorithm, figure, metric_label
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import algorithm_style
 
 AXES = {"time": ("t", "time [s]"), "iterations": ("iteration", "iteration")}
 

@@ -9,11 +9,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
-from analysis.collection import summary_table
-from analysis.errors import UserError
-from analysis.plots.base import Options, figure
-from analysis.plots.throughput import draw_table
-from analysis.runfolder import Run
+from stragglerlab.analysis.collection import summary_table
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots.base import Options, figure
+from stragglerlab.analysis.plots.throughput import draw_table
+from stragglerlab.analysis.runfolder import Run
 
 WORKERS = "cluster.workers"
 REFERENCES = {"allreduce": ("compute + allreduce (model)", ":"), "lower_bound": ("compute + lower bound", "--")}

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.metrics import staleness_histogram
-from analysis.plots.base import Options, by_algorithm, figure
-from analysis.runfolder import Run
-from analysis.style import algorithm_style
+from stragglerlab.analysis.metrics import staleness_histogram
+from stragglerlab.analysis.plots.base import Options, by_algorithm, figure
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import algorithm_style
 
 
 def draw(runs: list[Run], options: Options) -> Figure:

@@ -8,12 +8,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.collection import summary_table, varying_keys
-from analysis.compare import ALGORITHM, aggregate
-from analysis.errors import UserError
-from analysis.plots.base import Options, figure, key_label, metric_label
-from analysis.runfolder import Run
-from analysis.style import algorithm_order, algorithm_style
+from stragglerlab.analysis.collection import summary_table, varying_keys
+from stragglerlab.analysis.compare import ALGORITHM, aggregate
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots.base import Options, figure, key_label, metric_label
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import algorithm_order, algorithm_style
 
 #: scenario keys tried for the x axis, in this order, when the user names none
 PREFERRED_X = ("imbalance.", "cluster.workers", "workload.compute.")
@@ -32,14 +32,14 @@ def default_x(table: pd.DataFrame) -> str | None:
 
 
 def error_bars(agg: pd.DataFrame, metric: str) -> np.ndarray:
-    """The (2, n) lower and upper error-bar lengths of an :func:`analysis.compare.aggregate` table (0 for one run)."""
+    """The (2, n) lower and upper error-bar lengths of an :func:`stragglerlab.analysis.compare.aggregate` table (0 for one run)."""
     low = (agg[metric] - agg[f"{metric}_lo"]).fillna(0.0)
     high = (agg[f"{metric}_hi"] - agg[metric]).fillna(0.0)
     return np.vstack([low.to_numpy(), high.to_numpy()])
 
 
 def draw_table(table: pd.DataFrame, metric: str, x: str | None, ax: Axes) -> None:
-    """Draw a :func:`analysis.collection.summary_table` on ``ax``."""
+    """Draw a :func:`stragglerlab.analysis.collection.summary_table` on ``ax``."""
     if metric not in table.columns:
         raise UserError(f"--metric {metric}: not a run metric (metrics: samples_per_s, mean_iteration, wait_fraction, "
                         "fresh_fraction, mean_staleness, ...)")

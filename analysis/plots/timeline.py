@@ -14,9 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from analysis.plots.base import Options, figure, panel_runs, panel_title
-from analysis.runfolder import Run
-from analysis.style import PANEL_HEIGHT, PHASE_COLOURS
+from stragglerlab.analysis.plots.base import Options, figure, panel_runs, panel_title
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import PANEL_HEIGHT, PHASE_COLOURS
 
 #: workers shown unless --workers says otherwise, and the rounds the default window spans
 DEFAULT_WORKERS = 16

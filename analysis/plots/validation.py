@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.collection import summary_table
-from analysis.compare import ALGORITHM, sim_vs_real
-from analysis.metrics import iteration_times
-from analysis.plots.base import Options, by_algorithm, figure
-from analysis.runfolder import Run
-from analysis.style import SOURCE_LINESTYLE, algorithm_order, algorithm_style
+from stragglerlab.analysis.collection import summary_table
+from stragglerlab.analysis.compare import ALGORITHM, sim_vs_real
+from stragglerlab.analysis.metrics import iteration_times
+from stragglerlab.analysis.plots.base import Options, by_algorithm, figure
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import SOURCE_LINESTYLE, algorithm_order, algorithm_style
 
 #: DESIGN §9: the mean iteration time, trace-driven
 TARGET_ERROR = 0.03

@@ -1,7 +1,7 @@
 """How a real run's ranks exchange, one module per family, behind one small interface (:class:`Exchange`).
 
 - :mod:`.native`: ``sync``, ``eager-solo``, ``eager-majority`` and ``wagma`` through the native core's
-  :class:`~realrun.collectives.Collective`;
+  :class:`~stragglerlab.realrun.collectives.Collective`;
 - :mod:`.torch_sync`: ``sync`` through ``torch.distributed`` (gloo on CPU, NCCL on GPU), the baseline a user would
   otherwise run (``stragglerlab run --backend torch``);
 - :mod:`.local_sgd` and :mod:`.lsgd`: model averaging and leader pulls with plain MPI collectives (mpi4py).
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from realrun.clock import RunClock
-from realrun.replica import Replica
-from simulator.scenario import Scenario
+from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.replica import Replica
+from stragglerlab.simulator.scenario import Scenario
 
 Sink = Callable[[str, tuple], None]
 
@@ -66,17 +66,17 @@ def make_exchange(scenario: Scenario, backend: str, comm: Any, replica: Replica,
     """The exchange of ``algorithm.name`` (``backend = "torch"``: sync through torch.distributed)."""
     name = scenario.algorithm.name
     if backend == "torch":
-        from realrun.algorithms.torch_sync import TorchSync
+        from stragglerlab.realrun.algorithms.torch_sync import TorchSync
 
         return TorchSync(scenario, comm, replica, clock, sink)
     if name == "local-sgd":
-        from realrun.algorithms.local_sgd import LocalSgd
+        from stragglerlab.realrun.algorithms.local_sgd import LocalSgd
 
         return LocalSgd(scenario, comm, replica, clock, sink)
     if name == "lsgd":
-        from realrun.algorithms.lsgd import Lsgd
+        from stragglerlab.realrun.algorithms.lsgd import Lsgd
 
         return Lsgd(scenario, comm, replica, clock, sink)
-    from realrun.algorithms.native import NativeExchange
+    from stragglerlab.realrun.algorithms.native import NativeExchange
 
     return NativeExchange(scenario, comm, replica, clock, sink)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from realrun.algorithms import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.algorithms import Exchange, iteration_row, synchronous_round
 
 
 class LocalSgd(Exchange):

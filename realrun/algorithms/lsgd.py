@@ -22,7 +22,7 @@ from collections import deque
 
 import numpy as np
 
-from realrun.algorithms import Exchange, iteration_row
+from stragglerlab.realrun.algorithms import Exchange, iteration_row
 
 LOSS_WINDOW = 10
 POST, REPLY = 11, 12

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from realrun.algorithms import Exchange, iteration_row
-from realrun.collectives import Collective
-from simulator.algorithms.wagma import butterfly_group
+from stragglerlab.realrun.algorithms import Exchange, iteration_row
+from stragglerlab.realrun.collectives import Collective
+from stragglerlab.simulator.algorithms.wagma import butterfly_group
 
 
 class NativeExchange(Exchange):

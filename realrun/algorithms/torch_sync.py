@@ -13,7 +13,7 @@ import socket
 
 import numpy as np
 
-from realrun.algorithms import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.algorithms import Exchange, iteration_row, synchronous_round
 
 
 def _free_port() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from realrun.build import build
+from stragglerlab.realrun.build import build
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -11,8 +11,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from analysis.errors import UserError
-from simulator.scenario import load
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator.scenario import load
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     scenario = (load(args.scenario, args.overrides) if args.scenario
                 else load(text="", name="calibration", overrides=args.overrides))
     if args.np is not None:
-        from realrun.commands.run import launch
+        from stragglerlab.realrun.commands.run import launch
 
         if args.np < 2:
             raise UserError(f"--np {args.np}: calibration needs at least 2 ranks")
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     if MPI.COMM_WORLD.Get_size() < 2:
         raise UserError("calibration needs at least 2 ranks: run it under mpiexec -n P or with --np P")
-    from realrun.calibration import calibrate
+    from stragglerlab.realrun.calibration import calibrate
 
     text = calibrate(scenario, args.compute_iterations)
     if text is not None:

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.errors import UserError
-from simulator.commands import load_scenario, scenario_arguments
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator.commands import load_scenario, scenario_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,7 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
     """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
     import socket
 
-    from realrun.watchdog import watch_job
+    from stragglerlab.realrun.watchdog import watch_job
 
     proc = subprocess.Popen(launch(np_, argv))
     lost = watch_job(proc, folder, socket.gethostname())
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return _launch_and_watch(args.np, _rank_argv(args, folder), folder)
     from mpi4py import MPI
 
-    from realrun.harness import SharedError, run_rank
+    from stragglerlab.realrun.harness import SharedError, run_rank
 
     rank = MPI.COMM_WORLD.Get_rank()
     try:

@@ -12,8 +12,8 @@ import argparse
 import shlex
 from pathlib import Path
 
-from analysis.errors import UserError
-from simulator.commands import load_scenario, scenario_arguments
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator.commands import load_scenario, scenario_arguments
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """``stragglerlab validate RUN [RUN...] [--calibration FILE] [--predict OTHER] [-o DIR]``: simulate real runs again
-(trace-driven, and out-of-sample with ``--predict``; see :mod:`realrun.validate`), print the errors, write them to
+(trace-driven, and out-of-sample with ``--predict``; see :mod:`stragglerlab.realrun.validate`), print the errors, write them to
 ``DIR/validation.csv`` and draw the ``validation`` figure per mode (``DIR/trace.pdf``, ``DIR/out-of-sample.pdf``)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.compare import ALGORITHM
-from analysis.runfolder import load_run
+from stragglerlab.analysis.compare import ALGORITHM
+from stragglerlab.analysis.runfolder import load_run
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {"algorithm": (ALGORITHM, False), "mean it real [s]": ("mean_iteration_real", False),
@@ -40,8 +40,8 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.plots import draw, save
-    from realrun.validate import calibrated_network, validate
+    from stragglerlab.analysis.plots import draw, save
+    from stragglerlab.realrun.validate import calibrated_network, validate
 
     network = calibrated_network(args.calibration) if args.calibration else None
     table, pairs = validate([load_run(p) for p in args.runs], args.output, network, [load_run(p) for p in args.predict])

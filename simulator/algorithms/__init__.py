@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-from simulator.algorithms.eager import EagerMajority, EagerSolo
-from simulator.algorithms.local_sgd import LocalSgd
-from simulator.algorithms.lsgd import Lsgd
-from simulator.algorithms.sync import Sync
-from simulator.algorithms.wagma import Wagma
+from stragglerlab.simulator.algorithms.eager import EagerMajority, EagerSolo
+from stragglerlab.simulator.algorithms.local_sgd import LocalSgd
+from stragglerlab.simulator.algorithms.lsgd import Lsgd
+from stragglerlab.simulator.algorithms.sync import Sync
+from stragglerlab.simulator.algorithms.wagma import Wagma
 
 REGISTRY = {
     "sync": Sync,

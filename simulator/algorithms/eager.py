@@ -9,8 +9,8 @@ contribute their pending late gradients (``late = accumulate``: every gradient i
 
 from __future__ import annotations
 
-from simulator.algorithms.rounds import RoundAlgorithm
-from simulator.engine import Call
+from stragglerlab.simulator.algorithms.rounds import RoundAlgorithm
+from stragglerlab.simulator.engine import Call
 
 _MASK = (1 << 64) - 1
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simulator.algorithms.rounds import RoundAlgorithm
-from simulator.engine import Call
+from stragglerlab.simulator.algorithms.rounds import RoundAlgorithm
+from stragglerlab.simulator.engine import Call
 
 
 class LocalSgd(RoundAlgorithm):

@@ -12,9 +12,9 @@ in the engine's order).
 
 from __future__ import annotations
 
-from simulator.engine import COMPLETIONS, Call, Engine
-from simulator.network import NetworkModel, message_bytes
-from simulator.scenario import Scenario
+from stragglerlab.simulator.engine import COMPLETIONS, Call, Engine
+from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import Scenario
 
 
 class Lsgd:

@@ -9,9 +9,9 @@ n completes (at once if it already has), and what becomes of its contribution is
 
 from __future__ import annotations
 
-from simulator.engine import COMPLETIONS, Call, Engine
-from simulator.network import NetworkModel, message_bytes
-from simulator.scenario import Scenario
+from stragglerlab.simulator.engine import COMPLETIONS, Call, Engine
+from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import Scenario
 
 INF = float("inf")
 

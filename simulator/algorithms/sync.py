@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulator.algorithms.rounds import RoundAlgorithm
+from stragglerlab.simulator.algorithms.rounds import RoundAlgorithm
 
 
 class Sync(RoundAlgorithm):

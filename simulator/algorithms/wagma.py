@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.algorithms.rounds import INF, Round, RoundAlgorithm
-from simulator.engine import Call
+from stragglerlab.simulator.algorithms.rounds import INF, Round, RoundAlgorithm
+from stragglerlab.simulator.engine import Call
 
 
 def phase_count(workers: int, group_size: int) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.catalog import example_path
-from simulator.scenario import Scenario, load
+from stragglerlab.simulator.catalog import example_path
+from stragglerlab.simulator.scenario import Scenario, load
 
 
 def scenario_arguments(parser: argparse.ArgumentParser, set_help: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.catalog import examples
+from stragglerlab.simulator.catalog import examples
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

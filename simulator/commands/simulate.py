@@ -9,12 +9,12 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from analysis.errors import UserError
-from analysis.metrics import Summary, summarize
-from analysis.runfolder import load_run
-from simulator.commands import load_scenario, scenario_arguments
-from simulator.run import simulate
-from simulator.scenario import ALGORITHMS, Scenario
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.metrics import Summary, summarize
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.simulator.commands import load_scenario, scenario_arguments
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import ALGORITHMS, Scenario
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

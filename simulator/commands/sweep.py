@@ -1,5 +1,5 @@
 """``stragglerlab sweep SCENARIO --grid key=v1,v2 [--grid ...] [--seeds N] [-j JOBS] -o DIR``: simulate every cell of
-the cross product into ``DIR/<cell>/`` (see :mod:`simulator.sweep` for names, resuming and MPI), then print a summary
+the cross product into ``DIR/<cell>/`` (see :mod:`stragglerlab.simulator.sweep` for names, resuming and MPI), then print a summary
 per grid point (means across seeds) and write one row per cell to ``DIR/summary.csv``."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.collection import summary_table
-from analysis.compare import aggregate
-from analysis.runfolder import load_run
-from simulator.commands import load_scenario, scenario_arguments
-from simulator.sweep import cells, mpi_world_size, parse_grid, sweep
+from stragglerlab.analysis.collection import summary_table
+from stragglerlab.analysis.compare import aggregate
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.simulator.commands import load_scenario, scenario_arguments
+from stragglerlab.simulator.sweep import cells, mpi_world_size, parse_grid, sweep
 
 #: the metrics of the printed summary
 SHOWN = ("samples_per_s", "mean_iteration", "wait_fraction", "mean_staleness", "fresh_fraction")

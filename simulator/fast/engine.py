@@ -1,4 +1,4 @@
-"""The fast engine: the reference engine's tables from compiled sweeps (``simulator.fast.kernels``).
+"""The fast engine: the reference engine's tables from compiled sweeps (``stragglerlab.simulator.fast.kernels``).
 
 It takes its rules (which rounds are synchronous, exchange times, initiators, late rule, LSGD periods and costs)
 from the very algorithm objects the reference engine uses, so the two engines cannot disagree on parameters, only
@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
-from analysis.runfolder import SCHEMAS
-from simulator.algorithms import make
-from simulator.algorithms.lsgd import Lsgd
-from simulator.fast import kernels as K
-from simulator.imbalance import ComputeTimes
-from simulator.scenario import Scenario
+from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.simulator.algorithms import make
+from stragglerlab.simulator.algorithms.lsgd import Lsgd
+from stragglerlab.simulator.fast import kernels as K
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.scenario import Scenario
 
 RowsCallback = Callable[[Mapping[str, np.ndarray]], None]
 _LATE = {"accumulate": K.ACCUMULATE, "drop": K.DROP, "deposit": K.DEPOSIT}

@@ -3,7 +3,7 @@ built in) or ``module:function`` (a torch workload, :mod:`.torch_bridge`). The i
 
 from __future__ import annotations
 
-from simulator.scenario import BUILTIN_MODELS, Scenario
+from stragglerlab.simulator.scenario import BUILTIN_MODELS, Scenario
 
 __all__ = ["BUILTIN_MODELS", "load"]
 
@@ -12,13 +12,13 @@ def load(scenario: Scenario):
     """The workload of ``scenario`` with its data made from the seed (``model`` must not be ``none``)."""
     name = scenario.workload.model
     if name == "hyperplane":
-        from simulator.workloads.hyperplane import Hyperplane
+        from stragglerlab.simulator.workloads.hyperplane import Hyperplane
 
         return Hyperplane(scenario)
     if name in ("logistic", "mlp"):
-        from simulator.workloads.classifier import Classifier
+        from stragglerlab.simulator.workloads.classifier import Classifier
 
         return Classifier(scenario, scenario.workload.hidden if name == "mlp" else ())
-    from simulator.workloads.torch_bridge import TorchWorkload, load_task
+    from stragglerlab.simulator.workloads.torch_bridge import TorchWorkload, load_task
 
     return TorchWorkload(scenario, load_task(name, scenario.seed))

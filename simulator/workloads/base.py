@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.scenario import Scenario
-from simulator.workloads.sharding import Shards
+from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.workloads.sharding import Shards
 
 
 def split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

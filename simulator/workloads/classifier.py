@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.scenario import Scenario
-from simulator.workloads.base import ArrayWorkload
+from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.workloads.base import ArrayWorkload
 
 
 def gaussian_mixture(seed: int, samples: int, features: int, classes: int, noise: float):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simulator.scenario import Scenario
-from simulator.workloads.base import ArrayWorkload
+from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.workloads.base import ArrayWorkload
 
 
 class Hyperplane(ArrayWorkload):

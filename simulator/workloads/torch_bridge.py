@@ -3,7 +3,7 @@
 ``function(seed)`` is the user's; it returns a :class:`TorchTask` (or any object with the same attributes): the
 ``model`` (a ``torch.nn.Module``), the ``train`` and ``test`` datasets (indexable, each item ``(input, target)``)
 and optionally ``loss`` (default cross-entropy). Real runs train that model on that data; the simulator wraps it in
-:class:`TorchWorkload`, which has the interface of :mod:`simulator.workloads.base`: parameters are flattened with
+:class:`TorchWorkload`, which has the interface of :mod:`stragglerlab.simulator.workloads.base`: parameters are flattened with
 ``parameters_to_vector`` (float64 in the replay), the train set is sharded by :class:`~.sharding.Shards`, and
 gradients are computed one replica at a time (torch is not vectorised over replicas here). Torch is imported only
 when such a workload is loaded; without it, loading is a one-line error.
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from simulator.scenario import Scenario, ScenarioError
-from simulator.workloads.sharding import Shards
+from stragglerlab.simulator.scenario import Scenario, ScenarioError
+from stragglerlab.simulator.workloads.sharding import Shards
 
 EVAL_BATCH = 1024
 #: workloads shipped by name (``workload.model = "torch:cnn"``), see :mod:`.torch_models`
-REGISTERED = {"torch:mlp": "simulator.workloads.torch_models:mlp", "torch:cnn": "simulator.workloads.torch_models:cnn"}
+REGISTERED = {"torch:mlp": "stragglerlab.simulator.workloads.torch_models:mlp", "torch:cnn": "stragglerlab.simulator.workloads.torch_models:cnn"}
 
 
 @dataclass

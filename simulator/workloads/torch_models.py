@@ -6,7 +6,7 @@ simulator's convergence alike: the same model, initial weights and data from the
   images of 4 classes: each class a fixed random pattern, each sample its pattern shifted by up to 2 pixels plus
   noise (4,096 samples).
 
-Each function takes the seed and returns a :class:`~simulator.workloads.torch_bridge.TorchTask`; torch is imported
+Each function takes the seed and returns a :class:`~stragglerlab.simulator.workloads.torch_bridge.TorchTask`; torch is imported
 only when one is called. The last 20 % of the samples are the test set.
 """
 
@@ -19,7 +19,7 @@ TEST = SAMPLES // 5
 def _task(x, y, model):
     from torch.utils.data import TensorDataset
 
-    from simulator.workloads.torch_bridge import TorchTask
+    from stragglerlab.simulator.workloads.torch_bridge import TorchTask
 
     cut = len(x) - TEST
     return TorchTask(model, TensorDataset(x[:cut], y[:cut]), TensorDataset(x[cut:], y[cut:]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analysis.runfolder import RunWriter
+from stragglerlab.analysis.runfolder import RunWriter
 
 
 def write_run(folder: Path, iterations: list[tuple], *, algorithm: str = "sync", seed: int = 0, source: str = "sim",

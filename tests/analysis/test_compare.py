@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from analysis.collection import load_runs, summary_table
-from analysis.compare import aggregate, mean_interval, sim_vs_real, speedup, t_quantile
-from analysis.errors import UserError
+from stragglerlab.analysis.collection import load_runs, summary_table
+from stragglerlab.analysis.compare import aggregate, mean_interval, sim_vs_real, speedup, t_quantile
+from stragglerlab.analysis.errors import UserError
 from tests.analysis.handmade import one_iteration
 
 T_975_DF2 = 4.302652729749464  # Student's t, 97.5 % quantile, 2 degrees of freedom (tables)

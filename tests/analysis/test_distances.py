@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.compare import ks_distance, tv_distance
-from analysis.metrics import active_samples_per_s
-from analysis.runfolder import Run
+from stragglerlab.analysis.compare import ks_distance, tv_distance
+from stragglerlab.analysis.metrics import active_samples_per_s
+from stragglerlab.analysis.runfolder import Run
 
 
 def test_ks_distance():

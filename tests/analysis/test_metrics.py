@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from analysis.collection import flatten, keys_table, load_runs, summary_table, tidy, varying_keys
-from analysis.metrics import model_evals, run_metrics, staleness_histogram, to_target, wait_fraction
-from analysis.runfolder import load_run
+from stragglerlab.analysis.collection import flatten, keys_table, load_runs, summary_table, tidy, varying_keys
+from stragglerlab.analysis.metrics import model_evals, run_metrics, staleness_histogram, to_target, wait_fraction
+from stragglerlab.analysis.runfolder import load_run
 from tests.analysis.handmade import write_run
 
 #: worker, iteration, t_start, t_post, t_done, compute, wait, round, model_version, staleness, fresh
@@ -84,11 +84,11 @@ def test_tables_have_the_scenario_keys_as_columns(tmp_path):
 def test_imports_stay_light_and_one_way():
     """analysis imports neither the simulator nor matplotlib (until a plot is drawn); sweeps import mpi4py only
     under MPI."""
-    code = ("import sys, analysis.collection, analysis.compare, analysis.style, analysis.commands.plot, "
-            "simulator.sweep, simulator.commands.sweep; "
+    code = ("import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, stragglerlab.analysis.style, stragglerlab.analysis.commands.plot, "
+            "stragglerlab.simulator.sweep, stragglerlab.simulator.commands.sweep; "
             "bad = [m for m in ('matplotlib', 'mpi4py', 'torch') if m in sys.modules]; assert not bad, bad")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
-    leaks = subprocess.run([sys.executable, "-c", "import sys, analysis.collection, analysis.compare, "
-                            "analysis.plots; print([m for m in sys.modules if m.startswith('simulator')])"],
+    leaks = subprocess.run([sys.executable, "-c", "import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, "
+                            "stragglerlab.analysis.plots; print([m for m in sys.modules if m.startswith('stragglerlab.simulator')])"],
                            capture_output=True, text=True, timeout=60)
     assert leaks.stdout.strip() == "[]"

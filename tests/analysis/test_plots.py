@@ -4,11 +4,11 @@ run) to PNG and PDF, with the expected number of series."""
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from analysis.collection import load_runs
-from analysis.errors import UserError
-from analysis.plots import Options, draw, save
-from analysis.runfolder import RunWriter, load_run
-from simulator.run import simulate
+from stragglerlab.analysis.collection import load_runs
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots import Options, draw, save
+from stragglerlab.analysis.runfolder import RunWriter, load_run
+from stragglerlab.simulator.run import simulate
 from stragglerlab.cli import main
 from tests.analysis.handmade import write_run
 from tests.helpers import scenario
@@ -81,7 +81,7 @@ def test_timeline_three_phases_per_panel(sim, tmp_path):
 
 
 def test_timeline_sync_communicates_after_the_last_post(sim):
-    from analysis.plots.timeline import phases
+    from stragglerlab.analysis.plots.timeline import phases
 
     run = load_run(sim / "sync-8-0")
     ph = phases(run)

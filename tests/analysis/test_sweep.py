@@ -9,8 +9,8 @@ import time
 import pandas as pd
 import pytest
 
-from simulator.scenario import ScenarioError
-from simulator.sweep import cells, parse_grid, short_names, split_values
+from stragglerlab.simulator.scenario import ScenarioError
+from stragglerlab.simulator.sweep import cells, parse_grid, short_names, split_values
 from stragglerlab.cli import main
 from tests.helpers import scenario
 from tests.processes import mpiexec_or_skip

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from simulator.run import simulate
-from simulator.scenario import ALGORITHMS, from_dict
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import ALGORITHMS, from_dict
 
 
 def bench_scenario(args: argparse.Namespace, algorithm: str, model: str):

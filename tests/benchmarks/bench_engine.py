@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
-from simulator.engine import Engine
-from simulator.fast.engine import FastEngine
-from simulator.imbalance import ComputeTimes
-from simulator.network import NetworkModel, message_bytes
-from simulator.scenario import ALGORITHMS, from_dict
+from stragglerlab.simulator.engine import Engine
+from stragglerlab.simulator.fast.engine import FastEngine
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import ALGORITHMS, from_dict
 
 
 class CountingSink:

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from realrun.build import SOURCE_DIR, build, find_mpicc
-from realrun.collectives import Collective
+from stragglerlab.realrun.build import SOURCE_DIR, build, find_mpicc
+from stragglerlab.realrun.collectives import Collective
 
 COUNTS = [1, 256, 16 * 1024, 256 * 1024, 4 * 1024 * 1024]
 KINDS = ["sync", "eager-solo", "eager-majority", "wagma"]

@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analysis.runfolder import load_run
-from simulator.imbalance import ComputeTimes
-from simulator.scenario import load
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.scenario import load
 
 RUNS = [("sync", "native"), ("sync", "torch"), ("eager-solo", "native"), ("eager-majority", "native"),
         ("wagma", "native"), ("local-sgd", "native"), ("lsgd", "native")]

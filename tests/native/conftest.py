@@ -22,8 +22,8 @@ ROOT = HERE.parents[1]
 @pytest.fixture(scope="session")
 def native_library() -> Path:
     """Path of the library, compiled with -Werror (so a warning fails the suite)."""
-    from analysis.errors import UserError
-    from realrun.build import build, find_mpicc
+    from stragglerlab.analysis.errors import UserError
+    from stragglerlab.realrun.build import build, find_mpicc
 
     mpiexec_or_skip()
     try:

@@ -7,7 +7,7 @@ otherwise.
 import numpy as np
 from mpi4py import MPI
 
-from realrun.collectives import Collective
+from stragglerlab.realrun.collectives import Collective
 
 
 def raises(kind: type[Exception], call, *args, **kwargs) -> None:

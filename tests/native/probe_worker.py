@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from realrun.collectives import ROUND_COLUMNS, Collective
+from stragglerlab.realrun.collectives import ROUND_COLUMNS, Collective
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import UserError
-from realrun import build
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun import build
 from stragglerlab.cli import main
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from native import SOURCE_DIR
-from realrun.build import find_mpicc
+from stragglerlab.native import SOURCE_DIR
+from stragglerlab.realrun.build import find_mpicc
 
 #: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
 TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from realrun.collectives import ROUND_COLUMNS
+from stragglerlab.realrun.collectives import ROUND_COLUMNS
 
 ROUNDS = 1000
 SIZES = [1, 2, 3, 4, 5]

@@ -6,8 +6,8 @@ mpi4py.rc.thread_level = "single"
 
 from mpi4py import MPI  # noqa: E402
 
-from analysis.errors import UserError  # noqa: E402
-from realrun.collectives import Collective  # noqa: E402
+from stragglerlab.analysis.errors import UserError  # noqa: E402
+from stragglerlab.realrun.collectives import Collective  # noqa: E402
 
 try:
     Collective("eager-solo", count=4, comm=MPI.COMM_WORLD)

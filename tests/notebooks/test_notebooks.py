@@ -72,8 +72,8 @@ def test_simulation_notebook_runs(name, tmp_path):
 def test_sim_vs_real_notebook_runs(tmp_path):
     pytest.importorskip("mpi4py", reason="real runs need mpi4py (the mpi extra)")
     mpiexec_or_skip()
-    from analysis.errors import UserError
-    from realrun.build import build
+    from stragglerlab.analysis.errors import UserError
+    from stragglerlab.realrun.build import build
 
     try:
         build()

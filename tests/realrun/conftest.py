@@ -25,8 +25,8 @@ def environment() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def native_ready() -> None:
     pytest.importorskip("mpi4py")
-    from analysis.errors import UserError
-    from realrun.build import build
+    from stragglerlab.analysis.errors import UserError
+    from stragglerlab.realrun.build import build
 
     try:
         build()
@@ -37,8 +37,8 @@ def native_ready() -> None:
 @pytest.fixture
 def spawn(native_ready):
     """``spawn(P, argv, timeout)``: ``stragglerlab argv`` on P ranks; the completed process (any exit status)."""
-    from analysis.errors import UserError
-    from realrun.commands.run import launch
+    from stragglerlab.analysis.errors import UserError
+    from stragglerlab.realrun.commands.run import launch
 
     def run(ranks: int, argv: list[str], timeout: float = 90.0) -> subprocess.CompletedProcess:
         try:

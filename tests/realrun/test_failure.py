@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from analysis.runfolder import load_run
+from stragglerlab.analysis.runfolder import load_run
 from tests.realrun.conftest import ROOT, environment
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.runfolder import SCHEMAS, SORT_KEYS, load_run
-from simulator.imbalance import ComputeTimes
-from simulator.scenario import load
+from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS, load_run
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.scenario import load
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(180)]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.runfolder import load_run
+from stragglerlab.analysis.runfolder import load_run
 from tests.native.test_probe import splitmix_initiator
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from simulator.scenario import load
+from stragglerlab.simulator.scenario import load
 from tests.realrun.conftest import stragglerlab
 
 

@@ -12,14 +12,14 @@ import time
 import numpy as np
 import pytest
 
-from analysis.runfolder import RunWriter, load_run
-from realrun.calibration import compute_model, fit_linear, fit_network, partners
-from realrun.injection import Injection
-from realrun.parts import RankParts
-from realrun.watchdog import Watchdog, _alive
-from simulator.imbalance import ComputeTimes
-from simulator.network import flat_allreduce
-from simulator.scenario import load
+from stragglerlab.analysis.runfolder import RunWriter, load_run
+from stragglerlab.realrun.calibration import compute_model, fit_linear, fit_network, partners
+from stragglerlab.realrun.injection import Injection
+from stragglerlab.realrun.parts import RankParts
+from stragglerlab.realrun.watchdog import Watchdog, _alive
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.network import flat_allreduce
+from stragglerlab.simulator.scenario import load
 
 
 def scenario(*sets: str):
@@ -128,8 +128,8 @@ def test_a_real_replica_trains_the_simulators_model_on_the_simulators_samples(mo
     """Same model, initial weights, data and shards: a rank's gradient equals the simulator's for that
     (worker, iteration), and the evaluations agree."""
     pytest.importorskip("torch")
-    from realrun.replica import make_replica
-    from simulator.workloads import load as load_workload
+    from stragglerlab.realrun.replica import make_replica
+    from stragglerlab.simulator.workloads import load as load_workload
 
     s = scenario(f"workload.model={model}", "workload.batch=8")
     simulated = load_workload(s)

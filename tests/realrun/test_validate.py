@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.errors import UserError
-from analysis.runfolder import TABLES, RunWriter, load_run
-from realrun.validate import base_compute, measured_compute, validate
-from simulator.run import simulate
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
+from stragglerlab.realrun.validate import base_compute, measured_compute, validate
+from stragglerlab.simulator.run import simulate
 from tests.helpers import scenario
 from tests.realrun.conftest import stragglerlab
 

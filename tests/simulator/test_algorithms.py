@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.algorithms.eager import initiator
-from simulator.algorithms.wagma import butterfly_group, phase_count, phase_groups
-from simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.algorithms.eager import initiator
+from stragglerlab.simulator.algorithms.wagma import butterfly_group, phase_count, phase_groups
+from stragglerlab.simulator.network import NetworkModel, message_bytes
 from tests.helpers import run_tables, scenario
 
 IMBALANCED = {"imbalance.kind": "random-delay", "imbalance.slow": [1, 3], "imbalance.delay": 0.5,

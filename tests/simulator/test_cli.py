@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from analysis.runfolder import load_run
+from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.metrics import summarize, to_target
-from analysis.runfolder import load_run
-from simulator.catalog import example_path
-from simulator.convergence import replay
-from simulator.run import simulate
-from simulator.scenario import load
-from simulator.workloads import load as load_workload
+from stragglerlab.analysis.metrics import summarize, to_target
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.simulator.catalog import example_path
+from stragglerlab.simulator.convergence import replay
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import load
+from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
 
 HYPERPLANE = {"workload.model": "hyperplane", "workload.dimension": 12, "workload.samples": 1200,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.runfolder import SCHEMAS
-from simulator.fast.engine import FastEngine
+from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.simulator.fast.engine import FastEngine
 from tests.helpers import run_tables, scenario
 
 
@@ -120,8 +120,8 @@ def test_trace_driven(tmp_path):
 
 
 def test_compilation_is_cached_across_processes(tmp_path):
-    script = ("from simulator.fast.engine import FastEngine\n"
-              "from simulator.fast import kernels\n"
+    script = ("from stragglerlab.simulator.fast.engine import FastEngine\n"
+              "from stragglerlab.simulator.fast import kernels\n"
               "from tests.helpers import scenario\n"
               "for name in ('eager-solo', 'lsgd'):\n"
               "    FastEngine(scenario(**{'algorithm.name': name}), lambda r: None, lambda r: None).run()\n"
@@ -138,7 +138,7 @@ def test_compilation_is_cached_across_processes(tmp_path):
 
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_both_engines_write_byte_identical_run_folders(tmp_path, name):
-    from simulator.run import simulate
+    from stragglerlab.simulator.run import simulate
 
     s = scenario(iterations=50, **{"algorithm.name": name, "algorithm.group_size": 2, "algorithm.period": 4,
                                    "algorithm.global_period": 8, "imbalance.kind": "random-delay",
@@ -146,7 +146,7 @@ def test_both_engines_write_byte_identical_run_folders(tmp_path, name):
                                    "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5}})
     ref, fast = simulate(s.replace(engine="reference"), tmp_path / "r"), simulate(s.replace(engine="fast"),
                                                                                    tmp_path / "f")
-    from analysis.runfolder import load_run
+    from stragglerlab.analysis.runfolder import load_run
 
     assert load_run(ref).meta["engine"] == "reference" and load_run(fast).meta["engine"] == "fast"
     for table in ("iterations", "rounds"):
@@ -154,9 +154,9 @@ def test_both_engines_write_byte_identical_run_folders(tmp_path, name):
 
 
 def test_auto_picks_the_fast_engine_and_summary_only_keeps_no_table(tmp_path):
-    from analysis.metrics import summarize
-    from analysis.runfolder import load_run
-    from simulator.run import simulate
+    from stragglerlab.analysis.metrics import summarize
+    from stragglerlab.analysis.runfolder import load_run
+    from stragglerlab.simulator.run import simulate
 
     s = scenario(iterations=30, **{"algorithm.name": "eager-solo", "imbalance.kind": "random-delay"})
     full = load_run(simulate(s, tmp_path / "full"))
@@ -169,7 +169,7 @@ def test_auto_picks_the_fast_engine_and_summary_only_keeps_no_table(tmp_path):
 def test_summary_only_memory_does_not_grow_with_iterations(tmp_path):
     import tracemalloc
 
-    from simulator.run import simulate
+    from stragglerlab.simulator.run import simulate
 
     def peak(iterations):
         s = scenario(iterations=iterations, **{"cluster.workers": 20_000, "algorithm.name": "eager-solo",
@@ -185,8 +185,8 @@ def test_summary_only_memory_does_not_grow_with_iterations(tmp_path):
 
 
 def test_convergence_is_the_same_on_both_engines(tmp_path):
-    from analysis.runfolder import load_run
-    from simulator.run import simulate
+    from stragglerlab.analysis.runfolder import load_run
+    from stragglerlab.simulator.run import simulate
 
     s = scenario(iterations=30, **{"algorithm.name": "eager-solo", "workload.model": "hyperplane",
                                    "imbalance.kind": "random-delay", "evals.every_iterations": 5})

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.imbalance import ComputeTimes
 from tests.helpers import scenario
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from simulator.network import NetworkModel, flat_allreduce, log2ceil
+from stragglerlab.simulator.network import NetworkModel, flat_allreduce, log2ceil
 from tests.helpers import scenario
 
 ALGOS = ("ring", "recursive-doubling", "rabenseifner", "tree")

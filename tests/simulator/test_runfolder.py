@@ -8,9 +8,9 @@ import textwrap
 import pandas as pd
 import pytest
 
-from analysis.errors import UserError
-from analysis.runfolder import SCHEMAS, TABLES, RunWriter, load_run
-from simulator.run import simulate
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.runfolder import SCHEMAS, TABLES, RunWriter, load_run
+from stragglerlab.simulator.run import simulate
 from tests.helpers import scenario
 
 ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
@@ -71,8 +71,8 @@ def test_unclosed_writer_leaves_a_readable_prefix(tmp_path):
 def test_killed_run_is_readable_and_marked_unfinished(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
-        from analysis.runfolder import RunWriter
-        from simulator.engine import Engine
+        from stragglerlab.analysis.runfolder import RunWriter
+        from stragglerlab.simulator.engine import Engine
         from tests.helpers import scenario
 
         s = scenario(iterations=2000, **{{"cluster.workers": 16}})

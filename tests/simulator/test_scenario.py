@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from simulator.catalog import example_path, examples
-from simulator.scenario import ScenarioError, load, to_dict
+from stragglerlab.simulator.catalog import example_path, examples
+from stragglerlab.simulator.scenario import ScenarioError, load, to_dict
 from stragglerlab.cli import main
 
 FULL = """
@@ -58,7 +58,7 @@ def test_every_key_of_design_is_loaded():
     assert s.imbalance.factors == {3: 1.5, 7: 2.0} and s.imbalance.mode == "work"
     assert s.algorithm.late == "drop" and s.algorithm.global_pull == 0.05 and s.algorithm.momentum == 0.9
     # the resolved form round-trips
-    from simulator.scenario import from_dict
+    from stragglerlab.simulator.scenario import from_dict
     assert from_dict(to_dict(s)) == s
 
 

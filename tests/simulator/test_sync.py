@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.network import NetworkModel, message_bytes
 from tests.helpers import run_tables, scenario
 
 

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from simulator.scenario import ScenarioError
-from simulator.workloads import load
-from simulator.workloads.sharding import Shards
+from stragglerlab.simulator.scenario import ScenarioError
+from stragglerlab.simulator.workloads import load
+from stragglerlab.simulator.workloads.sharding import Shards
 from tests.helpers import scenario
 
 SMALL = {"workload.dimension": 5, "workload.samples": 400, "workload.batch": 3, "workload.classes": 3,
@@ -68,8 +68,8 @@ def test_torch_workload_errors_are_one_line():
 
 def test_torch_workload_trains_through_the_bridge(tmp_path):
     pytest.importorskip("torch")
-    from analysis.runfolder import load_run
-    from simulator.run import simulate
+    from stragglerlab.analysis.runfolder import load_run
+    from stragglerlab.simulator.run import simulate
 
     s = scenario(**{"workload.model": "tests.simulator.torch_task:tiny", "workload.batch": 8, "cluster.workers": 4,
                     "iterations": 30, "algorithm.name": "eager-solo", "algorithm.lr": 0.2})

@@ -7,7 +7,7 @@ def tiny(seed: int):
     import torch
     from torch.utils.data import TensorDataset
 
-    from simulator.workloads.torch_bridge import TorchTask
+    from stragglerlab.simulator.workloads.torch_bridge import TorchTask
 
     g = torch.Generator().manual_seed(seed)
     y = torch.randint(0, 2, (600,), generator=g)

@@ -1,0 +1,28 @@
+"""What ``pip install .`` puts into site-packages: one top-level package, ``stragglerlab``, holding every plane."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANES = {"simulator": "stragglerlab/simulator", "analysis": "stragglerlab/analysis", "realrun": "stragglerlab/realrun",
+          "native": "stragglerlab/native", "stragglerlab": "stragglerlab"}
+
+
+def test_the_wheel_installs_one_top_level_package_with_every_module(tmp_path):
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("stragglerlab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    top = {name.split("/")[0] for name in names}
+    assert top == {"stragglerlab", next(t for t in top if t.endswith(".dist-info"))}, top
+    # every module and data file of the source tree is in the wheel, under the one namespace
+    for folder, installed in PLANES.items():
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".toml", ".c", ".h") and "__pycache__" not in path.parts:
+                assert f"{installed}/{path.relative_to(ROOT / folder).as_posix()}" in names, path
+    assert "stragglerlab/py.typed" in names
