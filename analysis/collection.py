@@ -55,8 +55,12 @@ def load_runs(paths: Iterable[str | Path]) -> list[Run]:
 
 def keys_of(run: Run) -> dict[str, Any]:
     """One run's identity: its folder, ``source`` (sim or real), ``finished`` and its scenario's flattened keys."""
-    return {"run": str(run.path), "source": run.meta.get("source", "sim"), "finished": run.finished,
-            **flatten(run.meta["scenario"])}
+    return {
+        "run": str(run.path),
+        "source": run.meta.get("source", "sim"),
+        "finished": run.finished,
+        **flatten(run.meta["scenario"]),
+    }
 
 
 def keys_table(runs: Iterable[Run]) -> pd.DataFrame:
@@ -65,7 +69,7 @@ def keys_table(runs: Iterable[Run]) -> pd.DataFrame:
 
 
 def summary_table(runs: Iterable[Run], target_loss: float | None = None) -> pd.DataFrame:
-    """One row per run: its keys and every metric of :func:`stragglerlab.analysis.metrics.run_metrics` (whose ``iterations``,
+    """One row per run: its keys and every metric of :func:`.metrics.run_metrics` (whose ``iterations``,
     the worker-iterations run, is renamed ``worker_iterations`` beside the scenario's ``iterations``)."""
     rows = []
     for r in runs:

@@ -1,4 +1,4 @@
-"""Comparisons across runs, on a :func:`stragglerlab.analysis.collection.summary_table`: means with confidence intervals across
+"""Comparisons across runs, on a :func:`.collection.summary_table`: means with confidence intervals across
 seeds, speedup over a named baseline paired by seed, and simulated against real runs.
 
 Runs that share a seed share their compute times and delays (common random numbers), so an algorithm and its baseline
@@ -19,8 +19,9 @@ from stragglerlab.analysis.errors import UserError
 
 ALGORITHM = "algorithm.name"
 #: metrics where less is better: the speedup of these is baseline / algorithm rather than algorithm / baseline
-LOWER_IS_BETTER = frozenset({"makespan", "mean_iteration", "p95_iteration", "mean_wait", "wait_fraction",
-                             "time_to_loss", "iterations_to_loss"})
+LOWER_IS_BETTER = frozenset(
+    {"makespan", "mean_iteration", "p95_iteration", "mean_wait", "wait_fraction", "time_to_loss", "iterations_to_loss"}
+)
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -72,8 +73,9 @@ def aggregate(table: pd.DataFrame, by: list[str], metrics: list[str], level: flo
     return pd.DataFrame(rows)
 
 
-def speedup(table: pd.DataFrame, baseline: str, metric: str = "samples_per_s", by: Iterable[str] = (),
-            level: float = 0.95) -> pd.DataFrame:
+def speedup(
+    table: pd.DataFrame, baseline: str, metric: str = "samples_per_s", by: Iterable[str] = (), level: float = 0.95
+) -> pd.DataFrame:
     """Speedup of every algorithm over ``baseline`` in ``metric``, paired by seed within each group of ``by``.
 
     Returns one row per (group, algorithm): ``speedup`` (geometric mean of the per-seed ratios), ``low`` and ``high``
@@ -93,13 +95,22 @@ def speedup(table: pd.DataFrame, baseline: str, metric: str = "samples_per_s", b
         pairs = pd.concat([mine, base], axis=1, join="inner", keys=["mine", "base"]).dropna()
         ratio = pairs["base"] / pairs["mine"] if metric in LOWER_IS_BETTER else pairs["mine"] / pairs["base"]
         mean, low, high = mean_interval(np.log(ratio[ratio > 0]), level)
-        rows.append({**dict(zip([*by, ALGORITHM], key, strict=True)), "speedup": math.exp(mean),
-                     "low": math.exp(low), "high": math.exp(high), "seeds": len(pairs)})
+        rows.append(
+            {
+                **dict(zip([*by, ALGORITHM], key, strict=True)),
+                "speedup": math.exp(mean),
+                "low": math.exp(low),
+                "high": math.exp(high),
+                "seeds": len(pairs),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def sim_vs_real(table: pd.DataFrame, metrics: Iterable[str] = ("mean_iteration", "p95_iteration", "samples_per_s",
-                                                                "wait_fraction", "mean_staleness")) -> pd.DataFrame:
+def sim_vs_real(
+    table: pd.DataFrame,
+    metrics: Iterable[str] = ("mean_iteration", "p95_iteration", "samples_per_s", "wait_fraction", "mean_staleness"),
+) -> pd.DataFrame:
     """Per algorithm, each metric's mean over the real runs and over the simulated ones and the relative error
     ``sim / real - 1`` (columns ``<m>_real``, ``<m>_sim``, ``<m>_error``); the table needs both sources."""
     sources = set(table["source"])

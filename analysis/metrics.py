@@ -91,8 +91,11 @@ def _convergence(run: Run, target_loss: float | None) -> dict[str, float]:
     ev = model_evals(run)
     if ev.empty:
         return {}
-    return {"final_loss": float(ev["loss"].iloc[-1]), "final_accuracy": float(ev["accuracy"].iloc[-1]),
-            "time_to_target": to_target(run, target_loss)[0] if target_loss is not None else float("nan")}
+    return {
+        "final_loss": float(ev["loss"].iloc[-1]),
+        "final_accuracy": float(ev["accuracy"].iloc[-1]),
+        "time_to_target": to_target(run, target_loss)[0] if target_loss is not None else float("nan"),
+    }
 
 
 def iteration_times(run: Run) -> pd.Series:

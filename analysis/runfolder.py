@@ -24,11 +24,33 @@ from stragglerlab.analysis.errors import UserError
 
 INT, FLOAT, BOOL, STR = pa.int64(), pa.float64(), pa.bool_(), pa.string()
 SCHEMAS: dict[str, pa.Schema] = {
-    "iterations": pa.schema([("worker", INT), ("iteration", INT), ("t_start", FLOAT), ("t_post", FLOAT),
-                             ("t_done", FLOAT), ("compute", FLOAT), ("wait", FLOAT), ("round", INT),
-                             ("model_version", INT), ("staleness", INT), ("fresh", BOOL)]),
-    "rounds": pa.schema([("round", INT), ("kind", STR), ("initiator", INT), ("t_trigger", FLOAT), ("t_done", FLOAT),
-                         ("contributors", INT), ("fresh", INT), ("group", INT)]),
+    "iterations": pa.schema(
+        [
+            ("worker", INT),
+            ("iteration", INT),
+            ("t_start", FLOAT),
+            ("t_post", FLOAT),
+            ("t_done", FLOAT),
+            ("compute", FLOAT),
+            ("wait", FLOAT),
+            ("round", INT),
+            ("model_version", INT),
+            ("staleness", INT),
+            ("fresh", BOOL),
+        ]
+    ),
+    "rounds": pa.schema(
+        [
+            ("round", INT),
+            ("kind", STR),
+            ("initiator", INT),
+            ("t_trigger", FLOAT),
+            ("t_done", FLOAT),
+            ("contributors", INT),
+            ("fresh", INT),
+            ("group", INT),
+        ]
+    ),
     "evals": pa.schema([("t", FLOAT), ("iteration", INT), ("worker", INT), ("loss", FLOAT), ("accuracy", FLOAT)]),
 }
 #: the order of a finished table's rows
@@ -44,8 +66,9 @@ class RunWriter:
     """Writes one run folder while the run goes: rows are buffered and flushed as parts every ``flush_rows``
     rows or ``flush_seconds`` seconds; :meth:`close` merges the parts and records whether the run finished."""
 
-    def __init__(self, folder: str | Path, meta: dict[str, Any], flush_rows: int = 200_000,
-                 flush_seconds: float = 10.0):
+    def __init__(
+        self, folder: str | Path, meta: dict[str, Any], flush_rows: int = 200_000, flush_seconds: float = 10.0
+    ):
         self.folder = Path(folder)
         _prepare(self.folder)
         self.meta = {**meta, "finished": False}
@@ -75,7 +98,8 @@ class RunWriter:
     def _count(self, rows: int) -> None:
         before, self._buffered = self._buffered, self._buffered + rows
         if self._buffered >= self.flush_rows or (
-                before // 4096 != self._buffered // 4096 and time.monotonic() - self._last_flush > self.flush_seconds):
+            before // 4096 != self._buffered // 4096 and time.monotonic() - self._last_flush > self.flush_seconds
+        ):
             self.flush()
 
     def _settle(self, table: str) -> None:
@@ -83,9 +107,12 @@ class RunWriter:
         rows = self._rows[table]
         if rows:
             columns = zip(*rows, strict=True)
-            self._chunks[table].append(pa.Table.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table], strict=True)],
-                schema=SCHEMAS[table]))
+            self._chunks[table].append(
+                pa.Table.from_arrays(
+                    [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table], strict=True)],
+                    schema=SCHEMAS[table],
+                )
+            )
             rows.clear()
 
     def flush(self) -> None:
@@ -93,8 +120,9 @@ class RunWriter:
         for table, chunks in self._chunks.items():
             self._settle(table)
             if chunks:
-                pq.write_table(pa.concat_tables(chunks),
-                               _table_path(self.folder, table) / f"part-{self._parts[table]:06d}.parquet")
+                pq.write_table(
+                    pa.concat_tables(chunks), _table_path(self.folder, table) / f"part-{self._parts[table]:06d}.parquet"
+                )
                 self._parts[table] += 1
                 chunks.clear()
         self._buffered = 0

@@ -1,7 +1,7 @@
 """The one paper style of every figure: sizes for a two-column paper, fonts, and a colour-blind-safe palette with a
 fixed colour (and marker) per algorithm, so sync is the same black and eager-solo the same orange in every figure.
 
-Plain data only: matplotlib is imported by :mod:`stragglerlab.analysis.plots`, which applies :data:`RC` around each figure.
+Plain data only: matplotlib is imported by :mod:`.plots`, which applies :data:`RC` around each figure.
 """
 
 from __future__ import annotations

@@ -107,8 +107,11 @@ def fit_network(one_way: np.ndarray, allreduce: np.ndarray, P: int, algorithm: s
     slope = np.array([flat_allreduce(algorithm, P, n, alpha, beta, 1.0) for n in nbytes]) - base
     rest = allreduce - base
     keep = slope > 0
-    gamma = fit_linear(slope[keep, None], np.maximum(rest[keep], 1e-12)) if keep.any() and P > 1 else \
-        Fit(np.zeros(1), np.zeros(1), 0.0)
+    gamma = (
+        fit_linear(slope[keep, None], np.maximum(rest[keep], 1e-12))
+        if keep.any() and P > 1
+        else Fit(np.zeros(1), np.zeros(1), 0.0)
+    )
     gamma.coef = np.maximum(gamma.coef, 0.0)
     predicted = base + slope * gamma.coef[0]
     gamma.residual = float(np.sqrt(np.mean(((predicted - allreduce) / allreduce) ** 2)))
@@ -136,34 +139,52 @@ def compute_model(times: np.ndarray) -> dict[str, Any]:
     return {"dist": "constant", "mean": mean} if cv < 0.01 else {"dist": "lognormal", "mean": mean, "cv": cv}
 
 
-def fragment(scenario: Scenario, P: int, hosts: list[str], fits: dict[str, dict[str, Fit]],
-             compute: dict[str, Any] | None, mpi: str) -> str:
+def fragment(
+    scenario: Scenario,
+    P: int,
+    hosts: list[str],
+    fits: dict[str, dict[str, Fit]],
+    compute: dict[str, Any] | None,
+    mpi: str,
+) -> str:
     """The scenario fragment: comments with the fits' errors, then ``[network]`` and ``[workload]``."""
-    lines = [f"# stragglerlab calibrate: {P} ranks on {', '.join(sorted(set(hosts)))} "
-             f"({datetime.now(UTC).isoformat(timespec='seconds')}), {mpi}"]
+    lines = [
+        f"# stragglerlab calibrate: {P} ranks on {', '.join(sorted(set(hosts)))} "
+        f"({datetime.now(UTC).isoformat(timespec='seconds')}), {mpi}"
+    ]
     net = {"allreduce": f'"{scenario.network.allreduce}"'}
     for prefix, fit in fits.items():
         (alpha, beta), (da, db) = fit["p2p"].coef, fit["p2p"].stderr
-        lines.append(f"# {prefix}ping-pong: alpha = {alpha:.3e} ± {da:.1e} s, beta = {beta:.3e} ± {db:.1e} s/B "
-                     f"(RMS relative residual {fit['p2p'].residual:.1%})")
+        lines.append(
+            f"# {prefix}ping-pong: alpha = {alpha:.3e} ± {da:.1e} s, beta = {beta:.3e} ± {db:.1e} s/B "
+            f"(RMS relative residual {fit['p2p'].residual:.1%})"
+        )
         net[f"{prefix}alpha"], net[f"{prefix}beta"] = f"{max(alpha, 0.0):.6e}", f"{max(beta, 0.0):.6e}"
         if not prefix:
             g = fit["gamma"]
-            lines.append(f"# allreduce ({scenario.network.allreduce}, {P} ranks): gamma = {g.coef[0]:.3e} ± "
-                         f"{g.stderr[0]:.1e} s/B (RMS relative residual of the model {g.residual:.1%})")
+            lines.append(
+                f"# allreduce ({scenario.network.allreduce}, {P} ranks): gamma = {g.coef[0]:.3e} ± "
+                f"{g.stderr[0]:.1e} s/B (RMS relative residual of the model {g.residual:.1%})"
+            )
             net["gamma"] = f"{g.coef[0]:.6e}"
     lines += ["", "[network]", *(f"{k} = {v}" for k, v in net.items()), ""]
-    c = compute if compute is not None else {"dist": scenario.workload.compute.dist,
-                                              "mean": scenario.workload.compute.mean}
+    c = (
+        compute
+        if compute is not None
+        else {"dist": scenario.workload.compute.dist, "mean": scenario.workload.compute.mean}
+    )
     if compute is None:
-        lines.insert(1, "# compute: the scenario has no model to time (model = \"none\"); its compute model is kept")
+        lines.insert(1, '# compute: the scenario has no model to time (model = "none"); its compute model is kept')
         for key in ("cv", "shape"):
             value = getattr(scenario.workload.compute, key)
             if value is not None:
                 c[key] = value
     else:
-        lines.insert(1, f"# compute: {scenario.workload.model}, batch {scenario.workload.batch}, "
-                        f"device {scenario.workload.device}, measured on every rank")
+        lines.insert(
+            1,
+            f"# compute: {scenario.workload.model}, batch {scenario.workload.batch}, "
+            f"device {scenario.workload.device}, measured on every rank",
+        )
     inline = ", ".join(f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v:.6g}" for k, v in c.items())
     lines += ["[workload]", f"compute = {{ {inline} }}", ""]
     return "\n".join(lines)

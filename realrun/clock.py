@@ -40,4 +40,3 @@ class RunClock:
 
     def now(self) -> float:
         return self._wtime() - self.origin
-

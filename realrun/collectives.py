@@ -1,7 +1,7 @@
 """Partial collectives from Python: a ctypes binding of the native core (``native/include/pcoll.h``).
 
 ``Collective(kind, count=n, comm=...)`` runs a sequence of rounds: each call posts this rank's float32 vector
-and waits for the result of its round (DESIGN §4). The library is compiled on first use (``stragglerlab.realrun.build``). Every
+and waits for the result of its round (DESIGN §4). The library is compiled on first use (:mod:`.build`). Every
 misuse raises here, before C is reached: wrong dtype or length, two posts without a wait, a wait without a post,
 use after close, an unknown kind or a bad option value.
 """

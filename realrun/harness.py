@@ -1,12 +1,12 @@
 """One rank of a real run: train the scenario's model under MPI, inject its imbalance, write the run folder.
 
 Every rank runs :func:`run_rank`. Iteration n: compute the gradient on this rank's batch (``t_start`` →), add the
-injected delay (:mod:`stragglerlab.realrun.injection`), post (``t_post``), exchange by the algorithm's rules
-(:mod:`stragglerlab.realrun.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
-every couple of seconds (:mod:`stragglerlab.realrun.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
+injected delay (:mod:`.injection`), post (``t_post``), exchange by the algorithm's rules
+(:mod:`.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
+every couple of seconds (:mod:`.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
 replica, which is the averaged model for the algorithms that keep replicas identical, worker −1, and is worker 0
 otherwise) and ``meta.json`` (``source = "real"``), and merges the parts when every rank has finished. A watchdog
-(:mod:`stragglerlab.realrun.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
+(:mod:`.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
 the folder readable with ``finished = false``.
 """
 
@@ -40,8 +40,8 @@ from stragglerlab.simulator.scenario import Scenario, to_dict
 
 
 class _ReplicaEvaluator:
-    """The evaluation schedule of the simulator (:class:`~stragglerlab.simulator.convergence.Evaluations`) over this rank's
-    replica: the matrix it is handed stands for the replica."""
+    """The evaluation schedule of the simulator (:class:`~stragglerlab.simulator.convergence.Evaluations`) over this
+    rank's replica: the matrix it is handed stands for the replica."""
 
     def __init__(self, replica):
         self.replica = replica
@@ -53,8 +53,11 @@ class _ReplicaEvaluator:
 def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
     from mpi4py import MPI
 
-    extra = {"python": platform.python_version(), "mpi4py": metadata.version("mpi4py"),
-             "mpi": MPI.Get_library_version().splitlines()[0].strip()}
+    extra = {
+        "python": platform.python_version(),
+        "mpi4py": metadata.version("mpi4py"),
+        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+    }
     if "torch" in sys.modules:
         extra["torch"] = sys.modules["torch"].__version__
     return {
@@ -82,8 +85,13 @@ def _agree(comm: Any, error: str | None) -> None:
         raise SharedError(errors[0])
 
 
-def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbeat_timeout: float = 10.0,
-             save_model: Path | None = None) -> Path:
+def run_rank(
+    scenario: Scenario,
+    folder: Path,
+    backend: str = "native",
+    heartbeat_timeout: float = 10.0,
+    save_model: Path | None = None,
+) -> Path:
     """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``.
     ``save_model``: rank 0 saves its final model there (a flat float32 ``.npy``)."""
     from mpi4py import MPI
@@ -91,10 +99,12 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if size != scenario.workers:
-        raise SharedError(f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
-                        f"run it on {scenario.workers} ranks or --set cluster.workers={size}")
+        raise SharedError(
+            f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
+            f"run it on {scenario.workers} ranks or --set cluster.workers={size}"
+        )
     if backend == "torch" and scenario.algorithm.name != "sync":
-        raise SharedError(f"--backend torch runs only algorithm.name = \"sync\", not \"{scenario.algorithm.name}\"")
+        raise SharedError(f'--backend torch runs only algorithm.name = "sync", not "{scenario.algorithm.name}"')
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, ranks_here = node.Get_rank(), node.Get_size()
     error, replica = None, None
@@ -157,8 +167,9 @@ def run_rank(scenario: Scenario, folder: Path, backend: str = "native", heartbea
 def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
     """The training loop of this rank."""
     injection = Injection(scenario, rank, timing_only=scenario.workload.model == "none")
-    evals = Evaluations(scenario, _ReplicaEvaluator(replica)) if rank == 0 and scenario.workload.model != "none" \
-        else None
+    evals = (
+        Evaluations(scenario, _ReplicaEvaluator(replica)) if rank == 0 and scenario.workload.model != "none" else None
+    )
     stand_in = np.zeros((1, 1))
 
     def record(rows: list[tuple]) -> None:

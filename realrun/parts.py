@@ -1,11 +1,12 @@
 """Each rank's rows of a real run, written as its own numbered parts inside the run folder's tables.
 
-A real run's folder has the simulator's layout (:mod:`stragglerlab.analysis.runfolder`): while the run goes every table is a
-directory of parts, which :func:`~stragglerlab.analysis.runfolder.load_run` reads whatever wrote them. Every rank writes its own
-parts there (``part-r<rank>-<n>.parquet``), so no rank waits on another to get its rows to disk and a crash of any
-rank leaves every other rank's rows readable; rank 0's :class:`~stragglerlab.analysis.runfolder.RunWriter` merges them all when the
-run finishes. A part is written to a hidden name and renamed into place, so a reader never sees half a part. The
-run folder must be on a file system every rank sees (one machine, or a cluster's shared file system).
+A real run's folder has the simulator's layout (:mod:`~stragglerlab.analysis.runfolder`): while the run goes every
+table is a directory of parts, which :func:`~stragglerlab.analysis.runfolder.load_run` reads whatever wrote them.
+Every rank writes its own parts there (``part-r<rank>-<n>.parquet``), so no rank waits on another to get its rows to
+disk and a crash of any rank leaves every other rank's rows readable; rank 0's
+:class:`~stragglerlab.analysis.runfolder.RunWriter` merges them all when the run finishes. A part is written to a
+hidden name and renamed into place, so a reader never sees half a part. The run folder must be on a file system every
+rank sees (one machine, or a cluster's shared file system).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ class RankParts:
                 continue
             schema = SCHEMAS[table]
             columns = list(zip(*rows, strict=True))
-            data = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-                                        schema=schema)
+            data = pa.Table.from_arrays(
+                [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+            )
             directory = self.folder / f"{table}.parquet"
             name = f"part-r{self.rank:05d}-{self._count:06d}.parquet"
             pq.write_table(data, directory / f".{name}.tmp")

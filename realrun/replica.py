@@ -8,9 +8,10 @@ optimizer step, and evaluation, for every kind of ``workload.model``.
 - the simulator's numpy workloads (``hyperplane``, ``logistic``, ``mlp``): their own gradient, one replica at a time.
 - ``none`` (timing only): a zero vector of ``workload.params`` elements, never updated.
 
-Every replica reads the samples the simulator's sharding gives (worker, iteration) (:class:`~stragglerlab.simulator.workloads.
-sharding.Shards`, torch's ``DistributedSampler`` order) and steps as the simulator's optimizer does (SGD with
-momentum and weight decay, as ``torch.optim.SGD`` with dampening 0), so a real run trains what its simulation trains.
+Every replica reads the samples the simulator's sharding gives (worker, iteration)
+(:class:`~stragglerlab.simulator.workloads.sharding.Shards`, torch's ``DistributedSampler`` order) and steps as the
+simulator's optimizer does (SGD with momentum and weight decay, as ``torch.optim.SGD`` with dampening 0), so a real run
+trains what its simulation trains.
 """
 
 from __future__ import annotations
@@ -132,14 +133,14 @@ class TorchReplica(Replica):
         self.dimension = self.w.numel()
         at = 0
         for p in params:  # every parameter becomes a view of the flat vector: one copy per exchange, not per layer
-            p.data = self.w[at: at + p.numel()].view_as(p)
+            p.data = self.w[at : at + p.numel()].view_as(p)
             at += p.numel()
         self.params_list = params
         self._pinned = torch.empty(self.dimension, dtype=torch.float32, pin_memory=self.device.type == "cuda")
         try:
             self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
         except ValueError as err:
-            raise ScenarioError(f"workload.model = \"{scenario.workload.model}\": {err}") from None
+            raise ScenarioError(f'workload.model = "{scenario.workload.model}": {err}') from None
 
     def host(self, x: Any) -> np.ndarray:
         if isinstance(x, np.ndarray):

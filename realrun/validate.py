@@ -4,7 +4,7 @@
   ``[network]``, or a ``stragglerlab calibrate`` fragment's) and its own measured compute times. The iterations ×
   workers matrix of the measured ``compute`` (``t_post − t_start``) is written as a ``.npy`` and the simulation
   reads it with ``imbalance.kind = "trace"``. In a real run the injected imbalance (the sleep or burnt work of
-  :mod:`stragglerlab.realrun.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
+  :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
   already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
   predicts is everything else: waits, rounds, staleness, throughput.
 - **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
@@ -15,11 +15,11 @@
 Simulations are timing-only (``workload.model = "none"`` with the real run's resolved ``workload.params``, so
 messages have the real model's size): validation compares timings, not training.
 
-:func:`compare` gives one row per (real, simulated) pair: :func:`stragglerlab.analysis.compare.sim_vs_real`'s means and relative
-errors (``sim / real − 1``) of the mean and 95th-percentile iteration time, throughput (over the span the workers
-computed, :func:`stragglerlab.analysis.metrics.active_samples_per_s`: a real run's start-up is not modelled), mean wait, wait
-fraction and mean staleness, and the distance between distributions: Kolmogorov–Smirnov of iteration times and of
-waits, total variation of staleness.
+:func:`compare` gives one row per (real, simulated) pair: :func:`~stragglerlab.analysis.compare.sim_vs_real`'s
+means and relative errors (``sim / real − 1``) of the mean and 95th-percentile iteration time, throughput (over the
+span the workers computed, :func:`~stragglerlab.analysis.metrics.active_samples_per_s`: a real run's start-up is not
+modelled), mean wait, wait fraction and mean staleness, and the distance between distributions: Kolmogorov–Smirnov
+of iteration times and of waits, total variation of staleness.
 """
 
 from __future__ import annotations
@@ -112,8 +112,7 @@ def predict(runs: Sequence[Run], other: Run, folder: Path, network: dict[str, An
     to the ``runs``' measured compute (their injection taken out) and ``network`` (default: the first run's)."""
     compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
     network = network or runs[0].meta["scenario"]["network"]
-    return load_run(simulate(timing_scenario(other.meta["scenario"], network, workload={"compute": compute}),
-                             folder))
+    return load_run(simulate(timing_scenario(other.meta["scenario"], network, workload={"compute": compute}), folder))
 
 
 def compare(real: Run, sim: Run) -> dict[str, Any]:
@@ -121,10 +120,12 @@ def compare(real: Run, sim: Run) -> dict[str, Any]:
     table = summary_table([real, sim]).assign(throughput=[active_samples_per_s(real), active_samples_per_s(sim)])
     row = sim_vs_real(table, METRICS).iloc[0].to_dict()
     carried = [r.iterations.loc[r.iterations["round"] >= 0, "staleness"] for r in (real, sim)]
-    return {**row,
-            "ks_iteration": ks_distance(iteration_times(real), iteration_times(sim)),
-            "ks_wait": ks_distance(real.iterations["wait"], sim.iterations["wait"]),
-            "tv_staleness": tv_distance(*carried)}
+    return {
+        **row,
+        "ks_iteration": ks_distance(iteration_times(real), iteration_times(sim)),
+        "ks_wait": ks_distance(real.iterations["wait"], sim.iterations["wait"]),
+        "tv_staleness": tv_distance(*carried),
+    }
 
 
 def _names(runs: Iterable[Run]) -> list[str]:
@@ -138,8 +139,9 @@ def _names(runs: Iterable[Run]) -> list[str]:
     return names
 
 
-def validate(runs: Sequence[Run], out: Path, network: dict[str, Any] | None = None,
-             others: Sequence[Run] = ()) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
+def validate(
+    runs: Sequence[Run], out: Path, network: dict[str, Any] | None = None, others: Sequence[Run] = ()
+) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
     """Trace-driven validation of every run of ``runs`` and, for each of ``others``, its out-of-sample prediction
     from ``runs``. Simulations go to ``out/trace/<run>`` (traces to ``out/traces/<run>.npy``) and
     ``out/out-of-sample/<run>``. Returns one :func:`compare` row per pair (with ``run``, ``mode`` and the target
@@ -148,8 +150,10 @@ def validate(runs: Sequence[Run], out: Path, network: dict[str, Any] | None = No
         raise UserError("no runs to validate")
     for r in [*runs, *others]:
         if r.meta.get("source") != "real":
-            raise UserError(f"{r.path}: not a real run (source = {r.meta.get('source', 'sim')}); validate takes "
-                            "the run folders of stragglerlab run")
+            raise UserError(
+                f"{r.path}: not a real run (source = {r.meta.get('source', 'sim')}); validate takes "
+                "the run folders of stragglerlab run"
+            )
     rows, pairs = [], {mode: [] for mode in TARGETS}
     for name, real in zip(_names(runs), runs, strict=True):
         pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", network)]
@@ -159,5 +163,12 @@ def validate(runs: Sequence[Run], out: Path, network: dict[str, Any] | None = No
         for real, sim in zip(found[::2], found[1::2], strict=True):
             rows.append({"run": str(real.path), "mode": mode, "target": TARGETS[mode], **compare(real, sim)})
     table = pd.DataFrame(rows)
-    return table[["run", "mode", ALGORITHM, "target", *[c for c in table.columns if c not in
-                                                          ("run", "mode", ALGORITHM, "target")]]], pairs
+    return table[
+        [
+            "run",
+            "mode",
+            ALGORITHM,
+            "target",
+            *[c for c in table.columns if c not in ("run", "mode", ALGORITHM, "target")],
+        ]
+    ], pairs

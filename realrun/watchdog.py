@@ -38,8 +38,16 @@ LIVE = ".live"  # the heartbeat folder inside the run folder
 class Watchdog:
     """Heartbeats of rank ``rank`` among ``peers`` (rank -> (host, pid)); started by :meth:`start`."""
 
-    def __init__(self, folder: Path, rank: int, peers: dict[int, tuple[str, int]], host: str,
-                 on_loss: Callable[[str], None], period: float = 0.5, timeout: float = 10.0):
+    def __init__(
+        self,
+        folder: Path,
+        rank: int,
+        peers: dict[int, tuple[str, int]],
+        host: str,
+        on_loss: Callable[[str], None],
+        period: float = 0.5,
+        timeout: float = 10.0,
+    ):
         self.dir = Path(folder) / LIVE
         self.rank, self.peers, self.host = rank, peers, host
         self.on_loss, self.period, self.timeout = on_loss, period, timeout

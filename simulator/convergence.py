@@ -65,8 +65,9 @@ class Schedule:
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(iterations, rounds) with the columns of the run folder's tables that the replay reads."""
         it = pd.concat(self.it, ignore_index=True) if self.it else pd.DataFrame(columns=list(self.COLUMNS))
-        rounds = (pd.concat(self.rounds, ignore_index=True) if self.rounds
-                  else pd.DataFrame(columns=SCHEMAS["rounds"].names))
+        rounds = (
+            pd.concat(self.rounds, ignore_index=True) if self.rounds else pd.DataFrame(columns=SCHEMAS["rounds"].names)
+        )
         return it, rounds
 
 
@@ -129,8 +130,9 @@ class Evaluations:
         return [] if self.last == (t, iteration) else self.rows(t, iteration, W)
 
 
-def replay(scenario: Scenario, workload, iterations: pd.DataFrame, rounds: pd.DataFrame,
-           observe: Observer | None = None) -> Iterator[tuple]:
+def replay(
+    scenario: Scenario, workload, iterations: pd.DataFrame, rounds: pd.DataFrame, observe: Observer | None = None
+) -> Iterator[tuple]:
     """Train ``workload`` along the schedule in the (finished) ``iterations`` and ``rounds`` tables; yields the
     ``evals`` rows as they are computed."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)

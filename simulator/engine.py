@@ -1,7 +1,7 @@
 """The reference event engine: each worker a simpy process, each collective round a scheduled completion.
 
 Worker i runs iterations n = 0, 1, …: compute for its time of (seed, i, n), post call n, wait until the algorithm
-releases it, apply, go on. What happens between post and release is the algorithm's (``stragglerlab.simulator.algorithms``).
+releases it, apply, go on. What happens between post and release is the algorithm's (:mod:`.algorithms`).
 
 Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after all
 other events of that instant, in increasing worker order; round completions come after the posts of their instant.
@@ -33,8 +33,18 @@ class Call:
     by the next one, an LSGD local step whose exchange is still to come). ``round`` -1: carried by no round.
     """
 
-    __slots__ = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh", "final",
-                 "done")
+    __slots__ = (
+        "worker",
+        "iteration",
+        "t_start",
+        "t_post",
+        "t_done",
+        "round",
+        "model_version",
+        "fresh",
+        "final",
+        "done",
+    )
 
     def __init__(self, worker: int, iteration: int, t_start: float, model_version: int):
         self.worker = worker
@@ -51,9 +61,19 @@ class Call:
     def row(self) -> tuple:
         """The row of the ``iterations`` table (columns of ``stragglerlab.analysis.runfolder.SCHEMAS``)."""
         r = self.round
-        return (self.worker, self.iteration, self.t_start, self.t_post, self.t_done, self.t_post - self.t_start,
-                self.t_done - self.t_post, r, self.model_version, r - self.model_version if r >= 0 else -1,
-                self.fresh)
+        return (
+            self.worker,
+            self.iteration,
+            self.t_start,
+            self.t_post,
+            self.t_done,
+            self.t_post - self.t_start,
+            self.t_done - self.t_post,
+            r,
+            self.model_version,
+            r - self.model_version if r >= 0 else -1,
+            self.fresh,
+        )
 
 
 class Sink:

@@ -35,8 +35,7 @@ def read_trace(path: Path, workers: int, origin: str = "imbalance.file") -> np.n
     if data.ndim == 1 and workers == 1:
         data = data[:, None]
     if data.ndim != 2 or data.shape[1] != workers or data.shape[0] == 0:
-        raise ScenarioError(f"{where}: shape {data.shape} must be (iterations, {workers}) "
-                            "with one column per worker")
+        raise ScenarioError(f"{where}: shape {data.shape} must be (iterations, {workers}) with one column per worker")
     if not np.all(np.isfinite(data)) or np.any(data < 0):
         raise ScenarioError(f"{where}: compute times must be finite and >= 0")
     return data
@@ -64,7 +63,7 @@ class ComputeTimes:
         self.workers = scenario.workers
         self.compute: Compute = scenario.workload.compute
         self.imbalance: Imbalance = scenario.imbalance
-        self.trace = (read_trace(self.imbalance.file, self.workers) if self.imbalance.kind == "trace" else None)
+        self.trace = read_trace(self.imbalance.file, self.workers) if self.imbalance.kind == "trace" else None
         self.factors = np.ones(self.workers)
         if self.imbalance.kind == "persistent":
             for worker, factor in self.imbalance.factors.items():

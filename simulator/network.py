@@ -51,10 +51,15 @@ class NetworkModel:
     @classmethod
     def of(cls, scenario: Scenario) -> NetworkModel:
         net = scenario.network
-        return cls(net.alpha, net.beta, net.gamma, net.allreduce,
-                   net.alpha if net.intra_alpha is None else net.intra_alpha,
-                   net.beta if net.intra_beta is None else net.intra_beta,
-                   scenario.cluster.workers_per_node)
+        return cls(
+            net.alpha,
+            net.beta,
+            net.gamma,
+            net.allreduce,
+            net.alpha if net.intra_alpha is None else net.intra_alpha,
+            net.beta if net.intra_beta is None else net.intra_beta,
+            scenario.cluster.workers_per_node,
+        )
 
     def p2p(self, n: float, intra: bool = False) -> float:
         """One message of ``n`` bytes: alpha + n·beta (intra-node links when ``intra``)."""
@@ -81,8 +86,9 @@ class NetworkModel:
         inside = log2ceil(local)
         reduce = inside * (self.intra_alpha + n * self.intra_beta + n * self.gamma)
         broadcast = inside * (self.intra_alpha + n * self.intra_beta)
-        return reduce + flat_allreduce(self.allreduce_algorithm, nodes, n, self.alpha, self.beta,
-                                       self.gamma) + broadcast
+        return (
+            reduce + flat_allreduce(self.allreduce_algorithm, nodes, n, self.alpha, self.beta, self.gamma) + broadcast
+        )
 
     def lower_bound(self, p: int, n: float) -> float:
         """⌈log2 p⌉·alpha + 2(p−1)/p·n·beta: no allreduce of ``n`` bytes over ``p`` ranks is faster."""
@@ -92,5 +98,3 @@ class NetworkModel:
 def message_bytes(scenario: Scenario) -> int:
     """Bytes of one gradient or model: ``workload.params`` float32 elements."""
     return scenario.workload.params * BYTES_PER_ELEMENT
-
-

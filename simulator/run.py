@@ -34,8 +34,12 @@ def versions() -> dict[str, str]:
 def network_record(scenario: Scenario) -> dict[str, float]:
     """The cost model's figures for this scenario, reported beside the simulated rounds."""
     net, n, P = NetworkModel.of(scenario), message_bytes(scenario), scenario.workers
-    return {"message_bytes": n, "activation": net.activation(P), "allreduce": net.allreduce(P, n),
-            "lower_bound": net.lower_bound(P, n)}
+    return {
+        "message_bytes": n,
+        "activation": net.activation(P),
+        "allreduce": net.allreduce(P, n),
+        "lower_bound": net.lower_bound(P, n),
+    }
 
 
 class _Tables:
@@ -100,14 +104,18 @@ def engine_for(scenario: Scenario) -> str:
     return "fast" if supports(scenario) else "reference"
 
 
-def simulate(scenario: Scenario, folder: str | Path, progress: Callable[[int], None] | None = None,
-             tables: tuple[str, ...] = ("iterations", "rounds")) -> Path:
+def simulate(
+    scenario: Scenario,
+    folder: str | Path,
+    progress: Callable[[int], None] | None = None,
+    tables: tuple[str, ...] = ("iterations", "rounds"),
+) -> Path:
     """Run ``scenario`` and write its run folder; returns the folder.
 
     ``tables``: which of ``iterations`` and ``rounds`` to keep (the summary's tally is always in ``meta.json``, so
     a run too large to keep its tables still has its summary). With a model (``workload.model`` not ``none``) its
     data are made first, ``workload.params`` becomes the model's parameter count (message sizes follow the model),
-    and after the engine the model is trained along the schedule (:mod:`stragglerlab.simulator.convergence`), its ``evals`` rows
+    and after the engine the model is trained along the schedule (:mod:`.convergence`), its ``evals`` rows
     written as they come.
     """
     workload = None

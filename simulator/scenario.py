@@ -54,11 +54,17 @@ POSITIVE = _number(lambda v: v > 0, "a number > 0")
 FRACTION = _number(lambda v: 0 <= v <= 1, "a number between 0 and 1")
 ANY_STR = Check(str, lambda v: bool(v), "a non-empty string")
 BOOL = Check(bool, lambda v: True, "true or false")
-MODEL = Check(str, lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
-              "none, " + ", ".join(BUILTIN_MODELS) + " or a torch workload module:function")
-HIDDEN = Check(list, lambda v: 1 <= len(v) <= 2 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0
-                                                         for x in v),
-               "a list of 1 or 2 positive layer widths", tuple)
+MODEL = Check(
+    str,
+    lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
+    "none, " + ", ".join(BUILTIN_MODELS) + " or a torch workload module:function",
+)
+HIDDEN = Check(
+    list,
+    lambda v: 1 <= len(v) <= 2 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v),
+    "a list of 1 or 2 positive layer widths",
+    tuple,
+)
 
 
 def _one_of(choices: tuple[str, ...]) -> Check:
@@ -68,8 +74,12 @@ def _one_of(choices: tuple[str, ...]) -> Check:
 def _slow_range(v: Any) -> tuple[int, int] | None:
     if isinstance(v, int) and not isinstance(v, bool):
         v = [v, v]
-    if (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                             for x in v) and 0 <= v[0] <= v[1]):
+    if (
+        isinstance(v, (list, tuple))
+        and len(v) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        and 0 <= v[0] <= v[1]
+    ):
         return (v[0], v[1])
     return None
 
@@ -77,8 +87,9 @@ def _slow_range(v: Any) -> tuple[int, int] | None:
 def _factor_table(v: Any) -> dict[int, float] | None:
     out = {}
     for k, f in v.items():
-        if not (str(k).isdigit() and isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0
-                and math.isfinite(f)):
+        if not (
+            str(k).isdigit() and isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 and math.isfinite(f)
+        ):
             return None
         out[int(k)] = float(f)
     return out
@@ -113,8 +124,9 @@ class Workload:
     model: str = _key("none", MODEL)
     params: int = _key(25_557_032, POSITIVE_INT)
     batch: int = _key(128, POSITIVE_INT)
-    device: str = _key("cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"),
-                                    "cpu, cuda or cuda:N"))
+    device: str = _key(
+        "cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"), "cpu, cuda or cuda:N")
+    )
     compute: Compute = field(default_factory=Compute)
     dimension: int = _key(100, POSITIVE_INT)  # hyperplane: parameters; logistic, mlp: input features
     noise: float = _key(0.5, NONNEG)
@@ -127,13 +139,21 @@ class Workload:
 @dataclass(frozen=True)
 class Imbalance:
     kind: str = _key("none", _one_of(IMBALANCE_KINDS))
-    slow: tuple[int, int] = _key((1, 1), Check(
-        (list, int), lambda v: _slow_range(v) is not None, "[min, max] with 0 <= min <= max, or one integer",
-        _slow_range))
+    slow: tuple[int, int] = _key(
+        (1, 1),
+        Check(
+            (list, int),
+            lambda v: _slow_range(v) is not None,
+            "[min, max] with 0 <= min <= max, or one integer",
+            _slow_range,
+        ),
+    )
     delay: float = _key(0.32, NONNEG)
     mode: str = _key("sleep", _one_of(("sleep", "work")))
-    factors: Mapping[int, float] = _key(None, Check(
-        dict, lambda v: _factor_table(v) is not None, "a table of worker = factor, factors > 0", _factor_table))
+    factors: Mapping[int, float] = _key(
+        None,
+        Check(dict, lambda v: _factor_table(v) is not None, "a table of worker = factor, factors > 0", _factor_table),
+    )
     file: Path | None = _key(None, Check(str, lambda v: bool(v), "a .npy or .csv file", path=True))
 
 
@@ -209,8 +229,10 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> 
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         key = prefix + unknown[0]
-        raise ScenarioError(f"{origins.of(key).label}: unknown key {key} (allowed in "
-                            f"{prefix.rstrip('.') or 'the top level'}: " + ", ".join(fields) + ")")
+        raise ScenarioError(
+            f"{origins.of(key).label}: unknown key {key} (allowed in "
+            f"{prefix.rstrip('.') or 'the top level'}: " + ", ".join(fields) + ")"
+        )
     values = {}
     for name, value in raw.items():
         f, key = fields[name], prefix + name
@@ -220,8 +242,11 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> 
             values[name] = _build(_SECTIONS[name], value, key + ".", origins)
             continue
         check: Check = f.metadata["check"]
-        if (isinstance(value, bool) and check.kind is not bool) or not isinstance(value, check.kind) \
-                or not check.ok(value):
+        if (
+            (isinstance(value, bool) and check.kind is not bool)
+            or not isinstance(value, check.kind)
+            or not check.ok(value)
+        ):
             raise origins.fail(key, value, check.allowed)
         value = check.convert(value)
         if check.path:
@@ -230,9 +255,15 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> 
     return cls(**values)
 
 
-_SECTIONS: dict[str, type] = {"cluster": Cluster, "network": Network, "workload": Workload,
-                              "imbalance": Imbalance, "algorithm": Algorithm, "compute": Compute,
-                              "evals": Evals}
+_SECTIONS: dict[str, type] = {
+    "cluster": Cluster,
+    "network": Network,
+    "workload": Workload,
+    "imbalance": Imbalance,
+    "algorithm": Algorithm,
+    "compute": Compute,
+    "evals": Evals,
+}
 
 
 def _assign(raw: dict[str, Any], key: str, value: Any, origin: str) -> None:
@@ -259,8 +290,12 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, parsed
 
 
-def from_dict(raw: Mapping[str, Any], origin: str = "<scenario>", base: Path | None = None,
-              overridden: Mapping[str, Origin] | None = None) -> Scenario:
+def from_dict(
+    raw: Mapping[str, Any],
+    origin: str = "<scenario>",
+    base: Path | None = None,
+    overridden: Mapping[str, Origin] | None = None,
+) -> Scenario:
     """Validate a raw mapping (as TOML gives it) into a :class:`Scenario`.
 
     ``origin`` names the source in messages and ``base`` is where its relative file names start; keys in
@@ -272,8 +307,13 @@ def from_dict(raw: Mapping[str, Any], origin: str = "<scenario>", base: Path | N
     return scenario
 
 
-def load(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (), *,
-         text: str | None = None, name: str | None = None) -> Scenario:
+def load(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    *,
+    text: str | None = None,
+    name: str | None = None,
+) -> Scenario:
     """Load a scenario file (or TOML ``text``), apply ``--set`` overrides, validate everything.
 
     The scenario's ``name`` defaults to the file's stem. Overridden keys are reported as ``--set`` and a file
@@ -305,8 +345,7 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
     if a.name == "wagma" and a.group_size > P:
         raise origins.fail("algorithm.group_size", a.group_size, f"at most cluster.workers = {P}")
     if s.cluster.workers_per_node > P:
-        raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node,
-                    f"at most cluster.workers = {P}")
+        raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node, f"at most cluster.workers = {P}")
     c = s.workload.compute
     if c.dist in ("normal", "lognormal") and c.cv is None:
         raise origins.fail("workload.compute.cv", None, f"given for dist = {c.dist} (coefficient of variation)")
@@ -317,8 +356,11 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
     w = s.workload
     train = w.samples - round(w.samples * w.test_fraction)
     if w.model in BUILTIN_MODELS and train // P < w.batch:
-        raise origins.fail("workload.samples", w.samples, f"enough that, after the test split, each of the {P} "
-                           f"workers gets a batch of {w.batch} train samples")
+        raise origins.fail(
+            "workload.samples",
+            w.samples,
+            f"enough that, after the test split, each of the {P} workers gets a batch of {w.batch} train samples",
+        )
     im = s.imbalance
     if im.kind == "random-delay" and im.slow[1] > P:
         raise origins.fail("imbalance.slow", list(im.slow), f"a range within [0, cluster.workers = {P}]")

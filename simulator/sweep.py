@@ -80,6 +80,7 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
 
 def short_names(keys: list[str]) -> dict[str, str]:
     """How each grid key appears in cell names: its last dotted part (the section for ``name``) where unique."""
+
     def last(key: str) -> str:
         parts = key.split(".")
         return parts[-2] if parts[-1] == "name" and len(parts) > 1 else parts[-1]
@@ -128,8 +129,9 @@ def is_done(cell: Cell, folder: Path) -> bool:
     if not meta.get("finished"):
         return False
     if meta.get("scenario") != _as_stored(cell.scenario):
-        raise ScenarioError(f"{folder}: holds a finished run of another scenario; sweep into a new folder "
-                            "(or delete that one)")
+        raise ScenarioError(
+            f"{folder}: holds a finished run of another scenario; sweep into a new folder (or delete that one)"
+        )
     return True
 
 
@@ -171,8 +173,9 @@ def _submit_all(todo: list[Cell], out: Path, pool: Executor | None, done: Callab
         done()
 
 
-def sweep(all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False,
-          progress: bool = True) -> tuple[int, int] | None:
+def sweep(
+    all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False, progress: bool = True
+) -> tuple[int, int] | None:
     """Run the cells of ``all_cells`` not finished in ``out`` yet: in this process (``jobs`` = 1), in ``jobs``
     processes, or on MPI ranks. Returns (cells skipped as finished, cells run), or None on an MPI rank other than 0,
     which only served cells (it should then exit quietly)."""
@@ -180,8 +183,7 @@ def sweep(all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False,
 
     def on(pool: Executor | None) -> tuple[int, int]:
         todo = [c for c in all_cells if not is_done(c, out / c.name)]
-        with tqdm(total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo,
-                  file=sys.stderr) as bar:
+        with tqdm(total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo, file=sys.stderr) as bar:
             _submit_all(todo, out, pool, lambda: bar.update(1))
         return len(all_cells) - len(todo), len(todo)
 

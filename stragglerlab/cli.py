@@ -11,19 +11,31 @@ import argparse
 import importlib
 import sys
 
-from stragglerlab.analysis.errors import UserError
 from stragglerlab import __version__
+from stragglerlab.analysis.errors import UserError
 
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("stragglerlab.simulator.commands.simulate", "simulate a scenario and write its run folder(s)"),
     "examples": ("stragglerlab.simulator.commands.examples", "list the example scenarios shipped with the package"),
-    "sweep": ("stragglerlab.simulator.commands.sweep", "simulate the cross product of scenario keys, in parallel, resumably"),
+    "sweep": (
+        "stragglerlab.simulator.commands.sweep",
+        "simulate the cross product of scenario keys, in parallel, resumably",
+    ),
     "plot": ("stragglerlab.analysis.commands.plot", "paper-style figures from run folders"),
     "build-native": ("stragglerlab.realrun.commands.build_native", "compile the native partial-collective library"),
-    "run": ("stragglerlab.realrun.commands.run", "train a scenario for real on MPI ranks (mpiexec, srun or --np) into a run folder"),
-    "calibrate": ("stragglerlab.realrun.commands.calibrate", "measure alpha, beta, gamma and compute times: a scenario fragment"),
-    "validate": ("stragglerlab.realrun.commands.validate", "simulate real runs again, trace-driven or out of sample: the errors"),
+    "run": (
+        "stragglerlab.realrun.commands.run",
+        "train a scenario for real on MPI ranks (mpiexec, srun or --np) into a run folder",
+    ),
+    "calibrate": (
+        "stragglerlab.realrun.commands.calibrate",
+        "measure alpha, beta, gamma and compute times: a scenario fragment",
+    ),
+    "validate": (
+        "stragglerlab.realrun.commands.validate",
+        "simulate real runs again, trace-driven or out of sample: the errors",
+    ),
     "slurm": ("stragglerlab.realrun.commands.slurm", "print an sbatch script that runs a scenario with srun"),
 }
 

@@ -39,5 +39,7 @@ def run_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
     Engine(s, sink).run()
     it = pd.DataFrame(sink.iterations, columns=SCHEMAS["iterations"].names)
     rounds = pd.DataFrame(sink.rounds, columns=SCHEMAS["rounds"].names)
-    return (it.sort_values(["worker", "iteration"]).reset_index(drop=True),
-            rounds.sort_values("round").reset_index(drop=True))
+    return (
+        it.sort_values(["worker", "iteration"]).reset_index(drop=True),
+        rounds.sort_values("round").reset_index(drop=True),
+    )

@@ -27,7 +27,8 @@ def run_bounded(command: list[str], timeout: float, env: dict[str, str], cwd: Pa
 
 
 def mpiexec_or_skip() -> str:
-    """The ``mpiexec`` real runs would use (:func:`stragglerlab.realrun.commands.run.mpiexec`); skip the test without one."""
+    """The ``mpiexec`` real runs would use (:func:`~stragglerlab.realrun.commands.run.mpiexec`); skip the test without
+    one."""
     from stragglerlab.analysis.errors import UserError
     from stragglerlab.realrun.commands.run import mpiexec
 

@@ -8,13 +8,33 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PLANES = {"simulator": "stragglerlab/simulator", "analysis": "stragglerlab/analysis", "realrun": "stragglerlab/realrun",
-          "native": "stragglerlab/native", "stragglerlab": "stragglerlab"}
+PLANES = {
+    "simulator": "stragglerlab/simulator",
+    "analysis": "stragglerlab/analysis",
+    "realrun": "stragglerlab/realrun",
+    "native": "stragglerlab/native",
+    "stragglerlab": "stragglerlab",
+}
 
 
 def test_the_wheel_installs_one_top_level_package_with_every_module(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("stragglerlab-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

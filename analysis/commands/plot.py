@@ -24,19 +24,34 @@ def _window(text: str) -> tuple[float, float]:
 def configure(parser: argparse.ArgumentParser) -> None:
     from stragglerlab.analysis.plots import KINDS
 
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
-                        help="run folders, or folders holding run folders (a sweep's output)")
-    parser.add_argument("--kind", required=True, choices=KINDS,
-                        help="; ".join(f"{k}: {v}" for k, v in KINDS.items()))
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE",
-                        help="the figure: .pdf, .png or .svg (default: <kind>.pdf)")
-    parser.add_argument("--x", metavar="KEY", help="throughput: the scenario key on the x axis "
-                                                   "(default: the imbalance or scale key that varies)")
-    parser.add_argument("--metric", help="throughput, scaling: a run metric (samples_per_s, mean_iteration, "
-                                         "wait_fraction, ...); curves: loss or accuracy")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="run folders, or folders holding run folders (a sweep's output)",
+    )
+    parser.add_argument("--kind", required=True, choices=KINDS, help="; ".join(f"{k}: {v}" for k, v in KINDS.items()))
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="the figure: .pdf, .png or .svg (default: <kind>.pdf)"
+    )
+    parser.add_argument(
+        "--x",
+        metavar="KEY",
+        help="throughput: the scenario key on the x axis (default: the imbalance or scale key that varies)",
+    )
+    parser.add_argument(
+        "--metric",
+        help="throughput, scaling: a run metric (samples_per_s, mean_iteration, "
+        "wait_fraction, ...); curves: loss or accuracy",
+    )
     parser.add_argument("--axis", choices=("time", "iterations"), default="time", help="curves: the x axis")
-    parser.add_argument("--window", type=_window, metavar="START:END",
-                        help="timeline: seconds (default: the first rounds); contributions: rounds")
+    parser.add_argument(
+        "--window",
+        type=_window,
+        metavar="START:END",
+        help="timeline: seconds (default: the first rounds); contributions: rounds",
+    )
     parser.add_argument("--workers", type=int, metavar="N", help="timeline, contributions: show workers 0..N-1")
 
 

@@ -19,7 +19,7 @@ from stragglerlab.analysis.runfolder import Run
 #: kind -> what it shows (the module ``stragglerlab.analysis.plots.<kind>`` draws it)
 KINDS: dict[str, str] = {
     "throughput": "samples/s (or --metric) against an imbalance or scale key, a series per algorithm, "
-                  "seeds as error bars",
+    "seeds as error bars",
     "curves": "loss or accuracy against time or iterations, from the runs' evaluations",
     "staleness": "distribution of staleness per algorithm",
     "timeline": "per-worker Gantt chart of compute, wait and communication over a window, rounds marked",

@@ -58,8 +58,9 @@ def styled() -> Iterator[None]:
         yield
 
 
-def figure(panels: int = 1, wide: bool = False, height: float = PANEL_HEIGHT, sharex: bool = False,
-           columns: int = 1) -> tuple[Figure, list[Axes]]:
+def figure(
+    panels: int = 1, wide: bool = False, height: float = PANEL_HEIGHT, sharex: bool = False, columns: int = 1
+) -> tuple[Figure, list[Axes]]:
     """A figure one column (or ``wide``: the text) wide, with ``panels`` axes stacked in ``columns`` columns."""
     rows = -(-panels // columns)
     fig = Figure(figsize=(TEXT_WIDTH if wide else COLUMN_WIDTH, height * rows), layout="constrained")

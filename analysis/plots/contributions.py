@@ -41,15 +41,27 @@ def draw(runs: list[Run], options: Options) -> Figure:
         first, last = (int(v) for v in options.window) if options.window else (0, min(total, DEFAULT_ROUNDS))
         workers = min(options.workers or DEFAULT_WORKERS, run.meta["scenario"]["cluster"]["workers"])
         image = contribution_map(run, (first, max(last, first + 1)), workers)
-        ax.imshow(image, cmap=cmap, vmin=0, vmax=2, aspect="auto", interpolation="nearest",
-                  extent=(first - 0.5, first + image.shape[1] - 0.5, workers - 0.5, -0.5))
+        ax.imshow(
+            image,
+            cmap=cmap,
+            vmin=0,
+            vmax=2,
+            aspect="auto",
+            interpolation="nearest",
+            extent=(first - 0.5, first + image.shape[1] - 0.5, workers - 0.5, -0.5),
+        )
         ax.grid(False)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("worker")
         ax.set_title(panel_title(run))
     axes[-1].set_xlabel("round")
-    axes[0].legend(handles=[Patch(facecolor=c, edgecolor="0.5", linewidth=0.4, label=name)
-                            for name, c in CONTRIBUTION_COLOURS.items()], ncols=3, loc="lower left",
-                   bbox_to_anchor=(0, 1.15))
+    axes[0].legend(
+        handles=[
+            Patch(facecolor=c, edgecolor="0.5", linewidth=0.4, label=name) for name, c in CONTRIBUTION_COLOURS.items()
+        ],
+        ncols=3,
+        loc="lower left",
+        bbox_to_anchor=(0, 1.15),
+    )
     return fig

@@ -29,8 +29,13 @@ def draw(runs: list[Run], options: Options) -> Figure:
         drawn = [r for r in group if not evals[r.path].empty]
         for i, run in enumerate(drawn):
             ev = evals[run.path]
-            ax.plot(ev[column], ev[metric], color=colour, alpha=1.0 if len(drawn) == 1 else 0.7,
-                    label=algorithm_of(run) if i == 0 else "_nolegend_")
+            ax.plot(
+                ev[column],
+                ev[metric],
+                color=colour,
+                alpha=1.0 if len(drawn) == 1 else 0.7,
+                label=algorithm_of(run) if i == 0 else "_nolegend_",
+            )
     ax.set_xlabel(label)
     ax.set_ylabel(metric_label(metric))
     ax.legend()

@@ -21,9 +21,16 @@ REFERENCES = {"allreduce": ("compute + allreduce (model)", ":"), "lower_bound": 
 
 def references(runs: list[Run]) -> pd.DataFrame:
     """Per worker count: the mean compute time and the network record's allreduce and lower bound (simulated runs)."""
-    rows = [{WORKERS: r.meta["scenario"]["cluster"]["workers"], "batch": r.meta["scenario"]["workload"]["batch"],
-             "compute": float(r.iterations["compute"].mean()),
-             **{k: r.meta["network"][k] for k in REFERENCES}} for r in runs if "network" in r.meta]
+    rows = [
+        {
+            WORKERS: r.meta["scenario"]["cluster"]["workers"],
+            "batch": r.meta["scenario"]["workload"]["batch"],
+            "compute": float(r.iterations["compute"].mean()),
+            **{k: r.meta["network"][k] for k in REFERENCES},
+        }
+        for r in runs
+        if "network" in r.meta
+    ]
     return pd.DataFrame(rows).groupby(WORKERS).mean().reset_index() if rows else pd.DataFrame()
 
 
@@ -38,8 +45,14 @@ def draw(runs: list[Run], options: Options) -> Figure:
     if metric in ("mean_iteration", "samples_per_s") and not refs.empty:
         for key, (label, style) in REFERENCES.items():
             t = refs["compute"] + refs[key]
-            ax.plot(refs[WORKERS], refs[WORKERS] * refs["batch"] / t if metric == "samples_per_s" else t,
-                    color="0.4", linestyle=style, linewidth=0.8, label=label)
+            ax.plot(
+                refs[WORKERS],
+                refs[WORKERS] * refs["batch"] / t if metric == "samples_per_s" else t,
+                color="0.4",
+                linestyle=style,
+                linewidth=0.8,
+                label=label,
+            )
         ax.legend()
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -15,8 +15,10 @@ from stragglerlab.analysis.style import algorithm_style
 
 
 def draw(runs: list[Run], options: Options) -> Figure:
-    pooled = {a: pd.concat([staleness_histogram(r) for r in group]).groupby(level=0).sum()
-              for a, group in by_algorithm(runs).items()}
+    pooled = {
+        a: pd.concat([staleness_histogram(r) for r in group]).groupby(level=0).sum()
+        for a, group in by_algorithm(runs).items()
+    }
     values = np.arange(max(int(h.index.max()) if len(h) else 0 for h in pooled.values()) + 1)
     width = 0.8 / len(pooled)
     fig, (ax,) = figure()
@@ -25,8 +27,9 @@ def draw(runs: list[Run], options: Options) -> Figure:
         share = carried.reindex(values, fill_value=0) / max(int(carried.sum()), 1)
         lost = hist.get(-1, 0) / max(int(hist.sum()), 1)
         label = f"{algorithm} ({100 * lost:.0f}% not carried)" if lost else algorithm
-        ax.bar(values + (i - (len(pooled) - 1) / 2) * width, share, width, color=algorithm_style(algorithm)[0],
-               label=label)
+        ax.bar(
+            values + (i - (len(pooled) - 1) / 2) * width, share, width, color=algorithm_style(algorithm)[0], label=label
+        )
     ax.set_xlabel("staleness [rounds]")
     ax.set_ylabel("share of contributions")
     ax.set_xticks(values if len(values) <= 12 else np.linspace(0, values[-1], 7).round().astype(int))

@@ -32,7 +32,7 @@ def default_x(table: pd.DataFrame) -> str | None:
 
 
 def error_bars(agg: pd.DataFrame, metric: str) -> np.ndarray:
-    """The (2, n) lower and upper error-bar lengths of an :func:`stragglerlab.analysis.compare.aggregate` table (0 for one run)."""
+    """The (2, n) lower and upper error-bar lengths of an :func:`..compare.aggregate` table (0 for one run)."""
     low = (agg[metric] - agg[f"{metric}_lo"]).fillna(0.0)
     high = (agg[f"{metric}_hi"] - agg[metric]).fillna(0.0)
     return np.vstack([low.to_numpy(), high.to_numpy()])
@@ -41,13 +41,20 @@ def error_bars(agg: pd.DataFrame, metric: str) -> np.ndarray:
 def draw_table(table: pd.DataFrame, metric: str, x: str | None, ax: Axes) -> None:
     """Draw a :func:`stragglerlab.analysis.collection.summary_table` on ``ax``."""
     if metric not in table.columns:
-        raise UserError(f"--metric {metric}: not a run metric (metrics: samples_per_s, mean_iteration, wait_fraction, "
-                        "fresh_fraction, mean_staleness, ...)")
+        raise UserError(
+            f"--metric {metric}: not a run metric (metrics: samples_per_s, mean_iteration, wait_fraction, "
+            "fresh_fraction, mean_staleness, ...)"
+        )
     algorithms = algorithm_order(table[ALGORITHM])
     if x is None:
         agg = aggregate(table, [ALGORITHM], [metric]).set_index(ALGORITHM).loc[algorithms].reset_index()
-        ax.bar(range(len(agg)), agg[metric], yerr=error_bars(agg, metric), capsize=2,
-               color=[algorithm_style(a)[0] for a in algorithms])
+        ax.bar(
+            range(len(agg)),
+            agg[metric],
+            yerr=error_bars(agg, metric),
+            capsize=2,
+            color=[algorithm_style(a)[0] for a in algorithms],
+        )
         ax.set_xticks(range(len(agg)), algorithms, rotation=20)
     else:
         numeric = pd.api.types.is_numeric_dtype(table[x])
@@ -56,8 +63,15 @@ def draw_table(table: pd.DataFrame, metric: str, x: str | None, ax: Axes) -> Non
             agg = aggregate(table[table[ALGORITHM] == algorithm], [x], [metric])
             where = agg[x] if numeric else [ticks.index(v) for v in agg[x]]
             colour, marker = algorithm_style(algorithm)
-            ax.errorbar(where, agg[metric], yerr=error_bars(agg, metric), color=colour, marker=marker, capsize=2,
-                        label=algorithm)
+            ax.errorbar(
+                where,
+                agg[metric],
+                yerr=error_bars(agg, metric),
+                color=colour,
+                marker=marker,
+                capsize=2,
+                label=algorithm,
+            )
         if ticks is not None:
             ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
         elif table[x].nunique() <= MOST_TICKS:

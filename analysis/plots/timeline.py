@@ -32,9 +32,17 @@ def phases(run: Run) -> pd.DataFrame:
         at = np.clip(np.searchsorted(done, it["t_done"].to_numpy()), 0, len(done) - 1)
         released = np.isclose(done[at], it["t_done"].to_numpy(), rtol=0, atol=1e-9)
         comm_start[released] = np.maximum(it["t_post"].to_numpy()[released], trigger[at][released])
-    return pd.DataFrame({"worker": it["worker"], "t_start": it["t_start"], "compute": it["compute"],
-                         "t_post": it["t_post"], "wait": comm_start - it["t_post"],
-                         "comm_start": comm_start, "communication": it["t_done"] - comm_start})
+    return pd.DataFrame(
+        {
+            "worker": it["worker"],
+            "t_start": it["t_start"],
+            "compute": it["compute"],
+            "t_post": it["t_post"],
+            "wait": comm_start - it["t_post"],
+            "comm_start": comm_start,
+            "communication": it["t_done"] - comm_start,
+        }
+    )
 
 
 def default_window(run: Run) -> tuple[float, float]:
@@ -53,14 +61,26 @@ def draw(runs: list[Run], options: Options) -> Figure:
     for ax, run in zip(axes, runs, strict=True):
         shown = min(options.workers or DEFAULT_WORKERS, run.meta["scenario"]["cluster"]["workers"])
         ph = phases(run)
-        ph = ph[(ph["worker"] < shown) & (ph["t_start"] < end) & (ph["t_start"] + ph["compute"] + ph["wait"]
-                                                                  + ph["communication"] > start)]
+        ph = ph[
+            (ph["worker"] < shown)
+            & (ph["t_start"] < end)
+            & (ph["t_start"] + ph["compute"] + ph["wait"] + ph["communication"] > start)
+        ]
         for name, left in (("compute", "t_start"), ("wait", "t_post"), ("communication", "comm_start")):
-            ax.barh(ph["worker"], ph[name], left=ph[left], height=0.8, color=PHASE_COLOURS[name], label=name,
-                    edgecolor="white", linewidth=0.3)
+            ax.barh(
+                ph["worker"],
+                ph[name],
+                left=ph[left],
+                height=0.8,
+                color=PHASE_COLOURS[name],
+                label=name,
+                edgecolor="white",
+                linewidth=0.3,
+            )
         rounds = run.rounds[(run.rounds["t_done"] >= start) & (run.rounds["t_done"] <= end)]
-        ax.vlines(rounds["t_done"], -0.5, shown - 0.5, color="0.3",
-                  linewidth=0.5, linestyles="dotted", label="round done")
+        ax.vlines(
+            rounds["t_done"], -0.5, shown - 0.5, color="0.3", linewidth=0.5, linestyles="dotted", label="round done"
+        )
         ax.set_xlim(start, end)
         ax.invert_yaxis()
         ax.grid(False)

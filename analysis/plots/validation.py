@@ -28,8 +28,14 @@ def draw(runs: list[Run], options: Options) -> Figure:
             mine = [r for r in group if r.meta.get("source", "sim") == source]
             if mine:
                 times = np.sort(pd.concat([iteration_times(r) for r in mine]).to_numpy())
-                cdf.plot(times, np.arange(1, len(times) + 1) / len(times), color=colour, linestyle=style,
-                         drawstyle="steps-post", label=f"{algorithm} ({source})")
+                cdf.plot(
+                    times,
+                    np.arange(1, len(times) + 1) / len(times),
+                    color=colour,
+                    linestyle=style,
+                    drawstyle="steps-post",
+                    label=f"{algorithm} ({source})",
+                )
     cdf.set_xlabel("iteration time [s]")
     cdf.set_ylabel("CDF")
     cdf.legend()
@@ -42,4 +48,3 @@ def draw(runs: list[Run], options: Options) -> Figure:
     bars.set_ylabel("error of mean iteration time [%]")
     bars.legend()
     return fig
-

@@ -24,11 +24,23 @@ from stragglerlab.simulator.scenario import Scenario
 Sink = Callable[[str, tuple], None]
 
 
-def iteration_row(worker: int, n: int, t_start: float, t_post: float, t_done: float, round_: int,
-                  model_version: int, fresh: bool) -> tuple:
+def iteration_row(
+    worker: int, n: int, t_start: float, t_post: float, t_done: float, round_: int, model_version: int, fresh: bool
+) -> tuple:
     """A row of the ``iterations`` table (DESIGN §3)."""
-    return (worker, n, t_start, t_post, t_done, t_post - t_start, t_done - t_post, round_, model_version,
-            round_ - model_version if round_ >= 0 else -1, bool(fresh))
+    return (
+        worker,
+        n,
+        t_start,
+        t_post,
+        t_done,
+        t_post - t_start,
+        t_done - t_post,
+        round_,
+        model_version,
+        round_ - model_version if round_ >= 0 else -1,
+        bool(fresh),
+    )
 
 
 def synchronous_round(m: int, kind: str, posts: np.ndarray, t_done: float, group: int = -1) -> tuple:
@@ -61,8 +73,9 @@ class Exchange:
         """Collective: finish the exchange and hand over every row still held."""
 
 
-def make_exchange(scenario: Scenario, backend: str, comm: Any, replica: Replica, clock: RunClock,
-                  sink: Sink) -> Exchange:
+def make_exchange(
+    scenario: Scenario, backend: str, comm: Any, replica: Replica, clock: RunClock, sink: Sink
+) -> Exchange:
     """The exchange of ``algorithm.name`` (``backend = "torch"``: sync through torch.distributed)."""
     name = scenario.algorithm.name
     if backend == "torch":

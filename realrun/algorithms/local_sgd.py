@@ -28,8 +28,10 @@ class LocalSgd(Exchange):
         m = n // self.period
         if (n + 1) % self.period or m >= self.total:
             t_done = self.clock.now()
-            self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done,
-                                                  m if m < self.total else -1, m, m < self.total))
+            self.sink(
+                "iterations",
+                iteration_row(self.rank, n, t_start, t_post, t_done, m if m < self.total else -1, m, m < self.total),
+            )
             return None
         buf, d = self.buffer, self.d
         buf[:d] = self.replica.host(self.replica.params())

@@ -102,8 +102,9 @@ class Lsgd(Exchange):
         self.waiting.clear()
         self.version += 1
         if self.rank == 0:
-            self.done.append((exchange, "leader", initiator, t_trigger, t_done, self.size, self.size,
-                              -1 if global_ else 0))
+            self.done.append(
+                (exchange, "leader", initiator, t_trigger, t_done, self.size, self.size, -1 if global_ else 0)
+            )
         return t_done, n + 1
 
     def _exchange(self, global_: bool) -> None:
@@ -111,7 +112,7 @@ class Lsgd(Exchange):
         means = np.empty(self.size)
         self.comm.Allgather(mean, means)
         w = self.replica.host(self.replica.params()).copy()
-        local = self.node_first + int(np.argmin(means[self.node_first: self.node_first + self.node.Get_size()]))
+        local = self.node_first + int(np.argmin(means[self.node_first : self.node_first + self.node.Get_size()]))
         pulled = w.copy()
         buf = self.buffer
         buf[:] = w

@@ -34,8 +34,16 @@ class NativeExchange(Exchange):
         self.by_workers = a.name == "sync" or a.divide_by == "workers"
         self.identical = a.name != "wagma"
         self.buffer = np.zeros(self.d + self.size, dtype=np.float32)
-        self.coll = Collective(a.name, count=self.d + self.size, comm=comm, sync_period=a.sync_period, late=a.late,
-                               divide_by=a.divide_by, seed=scenario.seed, group_size=a.group_size)
+        self.coll = Collective(
+            a.name,
+            count=self.d + self.size,
+            comm=comm,
+            sync_period=a.sync_period,
+            late=a.late,
+            divide_by=a.divide_by,
+            seed=scenario.seed,
+            group_size=a.group_size,
+        )
         self.origin = comm.bcast(clock.now() if self.rank == 0 else None, root=0)
         self.w0 = replica.host(replica.params()).copy() if a.name == "wagma" else None
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, fresh) of calls whose round is not known yet
@@ -98,12 +106,22 @@ class NativeExchange(Exchange):
             return rows
         if self.rank != 0:
             return []
-        frame = self.coll.rounds().iloc[self.written:]
+        frame = self.coll.rounds().iloc[self.written :]
         self.written += len(frame)
         origin = self.origin
-        return [(int(r.round), r.kind, int(r.initiator), float(r.t_trigger) + origin if r.t_trigger >= 0 else -1.0,
-                 float(r.t_done) + origin, int(r.contributors), int(r.fresh), int(r.group))
-                for r in frame.itertuples(index=False)]
+        return [
+            (
+                int(r.round),
+                r.kind,
+                int(r.initiator),
+                float(r.t_trigger) + origin if r.t_trigger >= 0 else -1.0,
+                float(r.t_done) + origin,
+                int(r.contributors),
+                int(r.fresh),
+                int(r.group),
+            )
+            for r in frame.itertuples(index=False)
+        ]
 
     def close(self):
         for call in self.waiting:

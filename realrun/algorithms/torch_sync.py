@@ -33,9 +33,12 @@ class TorchSync(Exchange):
         self.device = device
         address = comm.bcast((socket.gethostname(), _free_port()) if self.rank == 0 else None, root=0)
         if not dist.is_initialized():
-            dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                    init_method=f"tcp://{address[0]}:{address[1]}", rank=self.rank,
-                                    world_size=self.size)
+            dist.init_process_group(
+                "nccl" if device.type == "cuda" else "gloo",
+                init_method=f"tcp://{address[0]}:{address[1]}",
+                rank=self.rank,
+                world_size=self.size,
+            )
         self.buffer = torch.zeros(self.d + self.size, dtype=torch.float32, device=device)
         self.done: list[tuple] = []
 

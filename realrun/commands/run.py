@@ -21,19 +21,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     scenario_arguments(parser, "override a scenario key, e.g. --set algorithm.name=eager-solo (repeatable)")
     parser.add_argument("-o", "--output", type=Path, metavar="DIR", help="run folder (default runs/<name>-real)")
     parser.add_argument("--np", type=int, metavar="P", help="start mpiexec -n P on this machine")
-    parser.add_argument("--backend", choices=("native", "torch"), default="native",
-                        help="native: every algorithm through the native core and MPI (default); torch: sync "
-                             "through torch.distributed (gloo on CPU, NCCL on GPU), the usual baseline")
-    parser.add_argument("--save-model", type=Path, metavar="FILE",
-                        help="rank 0 saves its final model here as a flat float32 .npy")
-    parser.add_argument("--heartbeat-timeout", type=float, default=10.0, metavar="S",
-                        help="a rank silent this long is declared lost and the run stops (default 10)")
+    parser.add_argument(
+        "--backend",
+        choices=("native", "torch"),
+        default="native",
+        help="native: every algorithm through the native core and MPI (default); torch: sync "
+        "through torch.distributed (gloo on CPU, NCCL on GPU), the usual baseline",
+    )
+    parser.add_argument(
+        "--save-model", type=Path, metavar="FILE", help="rank 0 saves its final model here as a flat float32 .npy"
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="a rank silent this long is declared lost and the run stops (default 10)",
+    )
 
 
 def mpiexec() -> str:
     """The ``mpiexec`` on PATH, else the one beside the running Python (pip's mpich)."""
-    found = os.environ.get("MPIEXEC") or shutil.which("mpiexec") or shutil.which(
-        "mpiexec", path=str(Path(sys.executable).parent))
+    found = (
+        os.environ.get("MPIEXEC")
+        or shutil.which("mpiexec")
+        or shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+    )
     if found is None:
         raise UserError("--np needs mpiexec, which is not on PATH (install mpich or an MPI, or run under srun)")
     return found
@@ -53,9 +66,18 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
     """The command line every rank runs: this one, without ``--np``."""
     source = ["--example", args.example] if args.example else [str(args.scenario)]
     sets = [x for kv in args.overrides for x in ("--set", kv)]
-    return ["run", *source, *sets, "-o", str(folder), "--backend", args.backend,
-            "--heartbeat-timeout", str(args.heartbeat_timeout),
-            *(["--save-model", str(args.save_model)] if args.save_model else [])]
+    return [
+        "run",
+        *source,
+        *sets,
+        "-o",
+        str(folder),
+        "--backend",
+        args.backend,
+        "--heartbeat-timeout",
+        str(args.heartbeat_timeout),
+        *(["--save-model", str(args.save_model)] if args.save_model else []),
+    ]
 
 
 def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
@@ -67,8 +89,11 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
     proc = subprocess.Popen(launch(np_, argv))
     lost = watch_job(proc, folder, socket.gethostname())
     if proc.returncode != 0 and lost is not None:
-        print(f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
-              f"{folder} holds what was written", file=sys.stderr)
+        print(
+            f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
+            f"{folder} holds what was written",
+            file=sys.stderr,
+        )
     return proc.returncode or 0
 
 

@@ -25,10 +25,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--account", help="account to charge")
     parser.add_argument("--backend", choices=("native", "torch"), default="native", help="as stragglerlab run")
     parser.add_argument("-o", "--output", metavar="DIR", help="run folder (default runs/<name>-<job id>)")
-    parser.add_argument("--setup", action="append", default=[], metavar="LINE",
-                        help="a shell line run before srun, e.g. 'module load mpich' or 'source venv/bin/activate'")
-    parser.add_argument("--srun-args", default="", metavar="ARGS",
-                        help="extra srun arguments, e.g. --srun-args=--mpi=pmi2 where the MPI needs it")
+    parser.add_argument(
+        "--setup",
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="a shell line run before srun, e.g. 'module load mpich' or 'source venv/bin/activate'",
+    )
+    parser.add_argument(
+        "--srun-args",
+        default="",
+        metavar="ARGS",
+        help="extra srun arguments, e.g. --srun-args=--mpi=pmi2 where the MPI needs it",
+    )
 
 
 def script(args: argparse.Namespace) -> str:
@@ -42,24 +51,31 @@ def script(args: argparse.Namespace) -> str:
     output = args.output or f"runs/{scenario.name}-${{SLURM_JOB_ID}}"
     run = ["stragglerlab", "run", *source, *[x for kv in sets for x in ("--set", kv)], "--backend", args.backend]
     command = " ".join(shlex.quote(a) for a in run) + f' -o "{output}"'
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name={shlex.quote(scenario.name)}",
-             f"#SBATCH --nodes={args.nodes}",
-             f"#SBATCH --ntasks-per-node={args.tasks_per_node}",
-             f"#SBATCH --time={args.time}",
-             f"#SBATCH --output={scenario.name}-%j.out"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={shlex.quote(scenario.name)}",
+        f"#SBATCH --nodes={args.nodes}",
+        f"#SBATCH --ntasks-per-node={args.tasks_per_node}",
+        f"#SBATCH --time={args.time}",
+        f"#SBATCH --output={scenario.name}-%j.out",
+    ]
     if args.partition:
         lines.append(f"#SBATCH --partition={args.partition}")
     if args.account:
         lines.append(f"#SBATCH --account={args.account}")
     if gpus:
         lines += [f"#SBATCH --gpus-per-node={args.tasks_per_node}", "#SBATCH --gpu-bind=none"]
-    lines += ["", "set -euo pipefail", *args.setup,
-              f"# {P} ranks = {args.nodes} nodes x {args.tasks_per_node}, one rank per worker"
-              + (", one GPU per rank (device cuda = cuda:<local rank>)" if gpus else ""),
-              "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}",
-              "stragglerlab build-native  # compile the native core once, before the ranks start",
-              " ".join(filter(None, ["srun --kill-on-bad-exit=1", args.srun_args, command])), ""]
+    lines += [
+        "",
+        "set -euo pipefail",
+        *args.setup,
+        f"# {P} ranks = {args.nodes} nodes x {args.tasks_per_node}, one rank per worker"
+        + (", one GPU per rank (device cuda = cuda:<local rank>)" if gpus else ""),
+        "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}",
+        "stragglerlab build-native  # compile the native core once, before the ranks start",
+        " ".join(filter(None, ["srun --kill-on-bad-exit=1", args.srun_args, command])),
+        "",
+    ]
     return "\n".join(lines)
 
 

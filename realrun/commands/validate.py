@@ -1,5 +1,5 @@
 """``stragglerlab validate RUN [RUN...] [--calibration FILE] [--predict OTHER] [-o DIR]``: simulate real runs again
-(trace-driven, and out-of-sample with ``--predict``; see :mod:`stragglerlab.realrun.validate`), print the errors, write them to
+(trace-driven, and out-of-sample with ``--predict``; see :mod:`..validate`), print the errors, write them to
 ``DIR/validation.csv`` and draw the ``validation`` figure per mode (``DIR/trace.pdf``, ``DIR/out-of-sample.pdf``)."""
 
 from __future__ import annotations
@@ -13,22 +13,45 @@ from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.runfolder import load_run
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
-SHOWN = {"algorithm": (ALGORITHM, False), "mean it real [s]": ("mean_iteration_real", False),
-         "mean it sim [s]": ("mean_iteration_sim", False), "mean err %": ("mean_iteration_error", True),
-         "p95 err %": ("p95_iteration_error", True), "thru err %": ("throughput_error", True),
-         "wait frac real": ("wait_fraction_real", False), "wait frac sim": ("wait_fraction_sim", False),
-         "KS it": ("ks_iteration", False), "KS wait": ("ks_wait", False), "TV stale": ("tv_staleness", False)}
+SHOWN = {
+    "algorithm": (ALGORITHM, False),
+    "mean it real [s]": ("mean_iteration_real", False),
+    "mean it sim [s]": ("mean_iteration_sim", False),
+    "mean err %": ("mean_iteration_error", True),
+    "p95 err %": ("p95_iteration_error", True),
+    "thru err %": ("throughput_error", True),
+    "wait frac real": ("wait_fraction_real", False),
+    "wait frac sim": ("wait_fraction_sim", False),
+    "KS it": ("ks_iteration", False),
+    "KS wait": ("ks_wait", False),
+    "TV stale": ("tv_staleness", False),
+}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="real run folders (stragglerlab run)")
-    parser.add_argument("--calibration", type=Path, metavar="FILE",
-                        help="a stragglerlab calibrate fragment whose [network] replaces the runs' own")
-    parser.add_argument("--predict", action="append", type=Path, default=[], metavar="OTHER",
-                        help="a second real run to predict out of sample from RUN's compute times and network "
-                             "(repeatable)")
-    parser.add_argument("-o", "--output", type=Path, default=Path("validation"), metavar="DIR",
-                        help="where the simulations, validation.csv and the figures go (default ./validation)")
+    parser.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="a stragglerlab calibrate fragment whose [network] replaces the runs' own",
+    )
+    parser.add_argument(
+        "--predict",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="OTHER",
+        help="a second real run to predict out of sample from RUN's compute times and network (repeatable)",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("validation"),
+        metavar="DIR",
+        help="where the simulations, validation.csv and the figures go (default ./validation)",
+    )
 
 
 def format_table(table: pd.DataFrame) -> str:

@@ -38,10 +38,16 @@ class Lsgd:
         self.count += 1
         self.open[call.worker].append(call)
         ex = self.exchange
-        if ex is None and self.ending == 0 and (self.count % self.local_every == 0
-                                                or self.count % self.global_every == 0):
-            ex = self.exchange = {"initiator": call.worker, "t_trigger": self.engine.now,
-                                  "global": self.count % self.global_every == 0}
+        if (
+            ex is None
+            and self.ending == 0
+            and (self.count % self.local_every == 0 or self.count % self.global_every == 0)
+        ):
+            ex = self.exchange = {
+                "initiator": call.worker,
+                "t_trigger": self.engine.now,
+                "global": self.count % self.global_every == 0,
+            }
         self.ending += call.iteration == self.last
         if ex is None:
             self.engine.release(call, applied=False)
@@ -62,5 +68,6 @@ class Lsgd:
         self.joined = []
         self.exchange = None
         self.rounds += 1
-        self.engine.sink.round((m, "leader", ex["initiator"], ex["t_trigger"], t_done, self.P, self.P,
-                                -1 if ex["global"] else 0))
+        self.engine.sink.round(
+            (m, "leader", ex["initiator"], ex["t_trigger"], t_done, self.P, self.P, -1 if ex["global"] else 0)
+        )

@@ -19,8 +19,7 @@ INF = float("inf")
 class Round:
     """The state of one round while it is open."""
 
-    __slots__ = ("index", "initiator", "t_trigger", "t_start", "t_done", "posted", "pending", "contributors",
-                 "waiting")
+    __slots__ = ("index", "initiator", "t_trigger", "t_start", "t_done", "posted", "pending", "contributors", "waiting")
 
     def __init__(self, index: int):
         self.index = index
@@ -161,5 +160,6 @@ class RoundAlgorithm:
             self.engine.release(call)
         fresh = r.posted
         kind = self.sync_kind if self.synchronous(m) else self.async_kind
-        self.engine.sink.round((m, kind, r.initiator, r.t_trigger, r.t_done, self.contributors(r), fresh,
-                                self.group(m)))
+        self.engine.sink.round(
+            (m, kind, r.initiator, r.t_trigger, r.t_done, self.contributors(r), fresh, self.group(m))
+        )

@@ -41,8 +41,11 @@ def butterfly_group(rank: int, phase: int, workers: int, group_size: int) -> lis
 def phase_groups(phase: int, workers: int, group_size: int) -> list[list[int]]:
     """All groups of one phase (a partition of the ranks)."""
     stride = group_size**phase if group_size >= 2 else 1
-    return [butterfly_group(r, phase, workers, group_size) for r in range(workers)
-            if group_size < 2 or (r // stride) % group_size == 0]
+    return [
+        butterfly_group(r, phase, workers, group_size)
+        for r in range(workers)
+        if group_size < 2 or (r // stride) % group_size == 0
+    ]
 
 
 class Wagma(RoundAlgorithm):
@@ -57,8 +60,9 @@ class Wagma(RoundAlgorithm):
         S = self.options.group_size
         self.phases = phase_count(self.P, S)
         # every group of a phase completes with the phase's slowest group
-        self.t_phase = [max(self.net.allreduce(g, self.nbytes) for g in phase_groups(s, self.P, S))
-                        for s in range(self.phases)]
+        self.t_phase = [
+            max(self.net.allreduce(g, self.nbytes) for g in phase_groups(s, self.P, S)) for s in range(self.phases)
+        ]
         self.first_post = np.full(self.P, INF)
         self.last: list[Call | None] = [None] * self.P
 

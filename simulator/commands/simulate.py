@@ -19,20 +19,42 @@ from stragglerlab.simulator.scenario import ALGORITHMS, Scenario
 
 def configure(parser: argparse.ArgumentParser) -> None:
     scenario_arguments(parser, "override a scenario key, e.g. --set cluster.workers=256 (repeatable)")
-    parser.add_argument("-o", "--output", type=Path, metavar="DIR",
-                        help="run folder (with --compare: a folder holding one run folder per algorithm); "
-                             "default runs/<scenario name>")
-    parser.add_argument("--engine", choices=("auto", "reference", "fast"),
-                        help="event engine (default: the scenario's engine key, auto: fast when it supports it)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="run folder (with --compare: a folder holding one run folder per algorithm); default runs/<scenario name>",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "reference", "fast"),
+        help="event engine (default: the scenario's engine key, auto: fast when it supports it)",
+    )
     kept = parser.add_mutually_exclusive_group()
-    kept.add_argument("--tables", default="iterations,rounds", metavar="LIST",
-                      help="tables to keep, comma-separated from iterations,rounds (default both)")
-    kept.add_argument("--summary-only", action="store_true",
-                      help="keep no iterations or rounds table, only the summary (memory stays flat at any size)")
-    parser.add_argument("--compare", metavar="ALGO", choices=ALGORITHMS,
-                        help="also run this algorithm on the same scenario and seed, and report the speedup over it")
-    parser.add_argument("--target-loss", type=float, metavar="X",
-                        help="with a model: report the simulated time until the test loss first reaches X")
+    kept.add_argument(
+        "--tables",
+        default="iterations,rounds",
+        metavar="LIST",
+        help="tables to keep, comma-separated from iterations,rounds (default both)",
+    )
+    kept.add_argument(
+        "--summary-only",
+        action="store_true",
+        help="keep no iterations or rounds table, only the summary (memory stays flat at any size)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="ALGO",
+        choices=ALGORITHMS,
+        help="also run this algorithm on the same scenario and seed, and report the speedup over it",
+    )
+    parser.add_argument(
+        "--target-loss",
+        type=float,
+        metavar="X",
+        help="with a model: report the simulated time until the test loss first reaches X",
+    )
 
 
 class _Progress:
@@ -40,8 +62,16 @@ class _Progress:
 
     def __init__(self, scenario: Scenario):
         total = scenario.workers * scenario.iterations
-        self.bar = tqdm(total=total, desc=scenario.algorithm.name, unit="it", unit_scale=True, delay=1.0,
-                        leave=False, file=sys.stderr, disable=None)  # None: only on a terminal
+        self.bar = tqdm(
+            total=total,
+            desc=scenario.algorithm.name,
+            unit="it",
+            unit_scale=True,
+            delay=1.0,
+            leave=False,
+            file=sys.stderr,
+            disable=None,
+        )  # None: only on a terminal
         self.step, self.done = max(total // 200, 1), 0
 
     def __call__(self, count: int) -> None:
@@ -59,13 +89,24 @@ def _ratio(value: float, base: float) -> str:
 
 
 def _row(s: Summary, baseline: Summary | None, trained: bool) -> list[str]:
-    row = [s.algorithm, f"{s.samples_per_s:,.1f}", f"{s.mean_iteration:.4f}", f"{s.mean_wait:.4f}",
-           f"{s.mean_staleness:.3f}", str(s.max_staleness), f"{100 * s.fresh_fraction:.1f}%",
-           _ratio(s.samples_per_s, baseline.samples_per_s) if baseline else "-"]
+    row = [
+        s.algorithm,
+        f"{s.samples_per_s:,.1f}",
+        f"{s.mean_iteration:.4f}",
+        f"{s.mean_wait:.4f}",
+        f"{s.mean_staleness:.3f}",
+        str(s.max_staleness),
+        f"{100 * s.fresh_fraction:.1f}%",
+        _ratio(s.samples_per_s, baseline.samples_per_s) if baseline else "-",
+    ]
     if trained:
         target = f"{s.time_to_target:.2f}" if s.time_to_target >= 0 else "-"
-        row += [f"{s.final_loss:.5g}", f"{s.final_accuracy:.4f}", target,
-                _ratio(baseline.time_to_target, s.time_to_target) if baseline else "-"]
+        row += [
+            f"{s.final_loss:.5g}",
+            f"{s.final_accuracy:.4f}",
+            target,
+            _ratio(baseline.time_to_target, s.time_to_target) if baseline else "-",
+        ]
     return row
 
 
@@ -78,9 +119,9 @@ def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
         head += ["loss", "accuracy", "to target [s]", "target speedup"]
     rows = [head] + [_row(s, baseline, trained) for s in summaries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths,
-                                                                                             strict=True)))
-                     for r in rows)
+    return "\n".join(
+        "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) for r in rows
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """``stragglerlab sweep SCENARIO --grid key=v1,v2 [--grid ...] [--seeds N] [-j JOBS] -o DIR``: simulate every cell of
-the cross product into ``DIR/<cell>/`` (see :mod:`stragglerlab.simulator.sweep` for names, resuming and MPI), then print a summary
+the cross product into ``DIR/<cell>/`` (see :mod:`..sweep` for names, resuming and MPI), then print a summary
 per grid point (means across seeds) and write one row per cell to ``DIR/summary.csv``."""
 
 from __future__ import annotations
@@ -22,17 +22,40 @@ SHOWN = ("samples_per_s", "mean_iteration", "wait_fraction", "mean_staleness", "
 
 def configure(parser: argparse.ArgumentParser) -> None:
     scenario_arguments(parser, "override a scenario key for every cell (repeatable)")
-    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                        help="a scenario key and its values (repeatable: the cross product), e.g. "
-                             "--grid algorithm.name=sync,eager-solo --grid cluster.workers=64,256")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
-                        help="seeds per grid point: the scenario's seed + 0 .. N-1 (default 1)")
-    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="JOBS",
-                        help="processes running cells at once (default: the CPU count; ignored under MPI)")
-    parser.add_argument("--mpi", action="store_true",
-                        help="run cells on MPI ranks (automatic under mpiexec with more than one rank)")
-    parser.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
-                        help="the sweep folder: one run folder per cell; a re-run resumes it")
+    parser.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a scenario key and its values (repeatable: the cross product), e.g. "
+        "--grid algorithm.name=sync,eager-solo --grid cluster.workers=64,256",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="seeds per grid point: the scenario's seed + 0 .. N-1 (default 1)",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="JOBS",
+        help="processes running cells at once (default: the CPU count; ignored under MPI)",
+    )
+    parser.add_argument(
+        "--mpi", action="store_true", help="run cells on MPI ranks (automatic under mpiexec with more than one rank)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="the sweep folder: one run folder per cell; a re-run resumes it",
+    )
 
 
 def format_summary(table: pd.DataFrame, keys: list[str], seeds: int) -> str:

@@ -39,9 +39,13 @@ class _Block(Mapping):
     def __init__(self, window: _Window, last: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]):
         count = last - window.base
         self.first, self.last, self.workers, self._version = window.base, last, window.workers, version
-        self._columns = {"t_start": window.start[:count].ravel(), "t_post": window.post[:count].ravel(),
-                         "t_done": window.done[:count].ravel(), "round": window.round[:count].ravel(),
-                         "fresh": window.fresh[:count].ravel()}
+        self._columns = {
+            "t_start": window.start[:count].ravel(),
+            "t_post": window.post[:count].ravel(),
+            "t_done": window.done[:count].ravel(),
+            "round": window.round[:count].ravel(),
+            "fresh": window.fresh[:count].ravel(),
+        }
 
     def __len__(self) -> int:
         return len(SCHEMAS["iterations"].names)
@@ -88,7 +92,7 @@ class _Window:
     def _fill(self, first: int, last: int) -> None:
         """Compute times of iterations [first, last) into the window."""
         if last > first:
-            self.compute.block(first, last, out=self.times[first - self.base:last - self.base])
+            self.compute.block(first, last, out=self.times[first - self.base : last - self.base])
 
     def slide(self, final: int) -> None:
         """Drop the final rows [base, final) and move the rest to the front; double the window when none could be
@@ -99,8 +103,9 @@ class _Window:
         if shift == 0:
             self.size *= 2
             self._allocate(self.size)
-        for new, old in zip((self.start, self.post, self.done, self.round, self.fresh, self.times), buffers,
-                            strict=True):
+        for new, old in zip(
+            (self.start, self.post, self.done, self.round, self.fresh, self.times), buffers, strict=True
+        ):
             new[:keep] = old[shift:].copy() if shift else old
         if shift:
             self.round[keep:] = -1
@@ -112,16 +117,21 @@ class _Window:
 class FastEngine:
     """Runs one scenario; ``rows(columns)`` receives final iteration rows, ``rounds(columns)`` round rows."""
 
-    def __init__(self, scenario: Scenario, rows: RowsCallback, rounds: RowsCallback,
-                 progress: Callable[[int], None] | None = None, window: int | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        rows: RowsCallback,
+        rounds: RowsCallback,
+        progress: Callable[[int], None] | None = None,
+        window: int | None = None,
+    ):
         self.scenario = scenario
         self.P, self.N = scenario.workers, scenario.iterations
         self.algorithm = make(scenario, None)
         self.emit_rows, self.emit_rounds, self.progress = rows, rounds, progress
         self.compute = ComputeTimes(scenario)
         # enough iterations per window to amortise the sweeps, few enough to keep it under ~100 MB
-        self.window_size = window or max(64, 4 * getattr(self.algorithm, "stride", 1),
-                                         min(2048, 2**21 // self.P))
+        self.window_size = window or max(64, 4 * getattr(self.algorithm, "stride", 1), min(2048, 2**21 // self.P))
 
     def run(self) -> None:
         if isinstance(self.algorithm, Lsgd):
@@ -138,8 +148,10 @@ class FastEngine:
     def _emit_rounds(self, count: int, out: dict[str, np.ndarray], kind: np.ndarray, group: np.ndarray) -> None:
         """Hand over the first ``count`` round rows of the kernel's output, with their kinds and groups."""
         if count:
-            columns = {name: out[name][:count].copy() for name in ("round", "initiator", "t_trigger", "t_done",
-                                                                   "contributors", "fresh")}
+            columns = {
+                name: out[name][:count].copy()
+                for name in ("round", "initiator", "t_trigger", "t_done", "contributors", "fresh")
+            }
             self.emit_rounds({**columns, "kind": kind, "group": group})
 
     def _run_rounds(self) -> None:
@@ -159,9 +171,14 @@ class FastEngine:
         pend_n, pend_t = np.zeros((P, depth), dtype=np.int64), np.zeros((P, depth))
         pend_head, pend_len = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
         batch = max(1, window.size // stride)
-        out = {"round": np.zeros(batch, dtype=np.int64), "initiator": np.zeros(batch, dtype=np.int64),
-               "t_trigger": np.zeros(batch), "t_done": np.zeros(batch),
-               "contributors": np.zeros(batch, dtype=np.int64), "fresh": np.zeros(batch, dtype=np.int64)}
+        out = {
+            "round": np.zeros(batch, dtype=np.int64),
+            "initiator": np.zeros(batch, dtype=np.int64),
+            "t_trigger": np.zeros(batch),
+            "t_done": np.zeros(batch),
+            "contributors": np.zeros(batch, dtype=np.int64),
+            "fresh": np.zeros(batch, dtype=np.int64),
+        }
 
         def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
             return iteration // stride
@@ -169,10 +186,32 @@ class FastEngine:
         while True:
             state[K.S_BASE] = window.base
             status, written = K.round_kernel(
-                state, t_start, first_post, pend_n, pend_t, pend_head, pend_len, window.times, window.start,
-                window.post, window.done, window.round, window.fresh, is_sync, t_exchange, initiator, a.t_act,
-                stride, late, out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"],
-                out["fresh"])
+                state,
+                t_start,
+                first_post,
+                pend_n,
+                pend_t,
+                pend_head,
+                pend_len,
+                window.times,
+                window.start,
+                window.post,
+                window.done,
+                window.round,
+                window.fresh,
+                is_sync,
+                t_exchange,
+                initiator,
+                a.t_act,
+                stride,
+                late,
+                out["round"],
+                out["initiator"],
+                out["t_trigger"],
+                out["t_done"],
+                out["contributors"],
+                out["fresh"],
+            )
             idx = out["round"][:written]
             self._emit_rounds(written, out, kind[idx], group[idx])
             if status == K.DONE:
@@ -193,8 +232,18 @@ class FastEngine:
             if window.base + window.size < self.N:
                 self._flush(window, total * stride, version)
                 window.slide(total * stride)
-            K.local_tail(t_start, window.times, window.start, window.post, window.done, window.round, window.fresh,
-                         total * stride, self.N, window.base)
+            K.local_tail(
+                t_start,
+                window.times,
+                window.start,
+                window.post,
+                window.done,
+                window.round,
+                window.fresh,
+                total * stride,
+                self.N,
+                window.base,
+            )
         self._flush(window, self.N, version)
 
     def _run_lsgd(self) -> None:
@@ -208,8 +257,13 @@ class FastEngine:
             state[K.L_HEAP] = K._push(heap_t, heap_w, state[K.L_HEAP], float(window.times[0, i]), i)
         iteration, unresolved = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
         batch = 256
-        out = {"round": np.zeros(batch, dtype=np.int64), "initiator": np.zeros(batch, dtype=np.int64),
-               "t_trigger": np.zeros(batch), "t_done": np.zeros(batch), "global": np.zeros(batch, dtype=np.bool_)}
+        out = {
+            "round": np.zeros(batch, dtype=np.int64),
+            "initiator": np.zeros(batch, dtype=np.int64),
+            "t_trigger": np.zeros(batch),
+            "t_done": np.zeros(batch),
+            "global": np.zeros(batch, dtype=np.bool_),
+        }
 
         def version(iteration_: np.ndarray, rnd: np.ndarray) -> np.ndarray:
             return np.where(rnd >= 0, rnd, state[K.L_ROUND])
@@ -217,13 +271,35 @@ class FastEngine:
         while True:
             state[K.L_BASE] = window.base
             status, written = K.lsgd_kernel(
-                state, t_trigger, heap_t, heap_w, iteration, unresolved, window.times, window.start, window.post,
-                window.done, window.round, window.fresh, N, a.local_every, a.global_every, a.t_exchange,
-                out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["global"])
+                state,
+                t_trigger,
+                heap_t,
+                heap_w,
+                iteration,
+                unresolved,
+                window.times,
+                window.start,
+                window.post,
+                window.done,
+                window.round,
+                window.fresh,
+                N,
+                a.local_every,
+                a.global_every,
+                a.t_exchange,
+                out["round"],
+                out["initiator"],
+                out["t_trigger"],
+                out["t_done"],
+                out["global"],
+            )
             every = np.full(written, P, dtype=np.int64)
-            self._emit_rounds(written, {**out, "contributors": every, "fresh": every},
-                              np.full(written, "leader", dtype=object),
-                              np.where(out["global"][:written], -1, 0).astype(np.int64))
+            self._emit_rounds(
+                written,
+                {**out, "contributors": every, "fresh": every},
+                np.full(written, "leader", dtype=object),
+                np.where(out["global"][:written], -1, 0).astype(np.int64),
+            )
             if status == K.DONE:
                 break
             if status == K.OUT_FULL:
@@ -240,5 +316,5 @@ def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarra
     out = np.zeros((rows, 2 * depth), dtype=queue.dtype)
     for r in range(rows):
         idx = (head[r] + np.arange(length[r])) % depth
-        out[r, :length[r]] = queue[r, idx]
+        out[r, : length[r]] = queue[r, idx]
     return out

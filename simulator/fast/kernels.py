@@ -23,10 +23,33 @@ L_ROUND, L_COUNT, L_ENDING, L_ACTIVE, L_JOINED, L_INITIATOR, L_GLOBAL, L_BASE, L
 
 
 @njit(cache=True)
-def round_kernel(state, t_start, first_post, pend_n, pend_t, pend_head, pend_len,
-                 compute, r_start, r_post, r_done, r_round, r_fresh,
-                 is_sync, t_exchange, fixed_initiator, t_act, stride, late_mode,
-                 out_round, out_initiator, out_trigger, out_done, out_contributors, out_fresh):
+def round_kernel(
+    state,
+    t_start,
+    first_post,
+    pend_n,
+    pend_t,
+    pend_head,
+    pend_len,
+    compute,
+    r_start,
+    r_post,
+    r_done,
+    r_round,
+    r_fresh,
+    is_sync,
+    t_exchange,
+    fixed_initiator,
+    t_act,
+    stride,
+    late_mode,
+    out_round,
+    out_initiator,
+    out_trigger,
+    out_done,
+    out_contributors,
+    out_fresh,
+):
     """Process rounds from ``state[S_ROUND]`` until all are done or the window is full.
 
     ``t_start[i]``: when worker i starts its next iteration. ``pend_*``: each worker's late contributions not yet
@@ -136,8 +159,9 @@ def _local_steps(i, t, first, last, base, compute, r_start, r_post, r_done, r_ro
 def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
     for i in range(t_start.shape[0]):
-        t_start[i] = _local_steps(i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round,
-                                  r_fresh, -1)
+        t_start[i] = _local_steps(
+            i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1
+        )
 
 
 @njit(cache=True)
@@ -183,9 +207,29 @@ def _pop(heap_t, heap_w, size):
 
 
 @njit(cache=True)
-def lsgd_kernel(state, t_trigger_state, heap_t, heap_w, iteration, unresolved, compute,
-                r_start, r_post, r_done, r_round, r_fresh, iterations, local_every, global_every,
-                t_exchange, out_round, out_initiator, out_trigger, out_done, out_global):
+def lsgd_kernel(
+    state,
+    t_trigger_state,
+    heap_t,
+    heap_w,
+    iteration,
+    unresolved,
+    compute,
+    r_start,
+    r_post,
+    r_done,
+    r_round,
+    r_fresh,
+    iterations,
+    local_every,
+    global_every,
+    t_exchange,
+    out_round,
+    out_initiator,
+    out_trigger,
+    out_done,
+    out_global,
+):
     """Merge the free-running workers' posts in (time, worker) order and run LSGD's exchanges.
 
     The heap holds each worker's next post; ``iteration[i]`` is the iteration that post ends and

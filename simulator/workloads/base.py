@@ -22,7 +22,7 @@ def split(n: int, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarr
     """(train, test) indices of ``n`` samples: a seeded shuffle, the last ``test_fraction`` of it for testing."""
     perm = np.random.default_rng([seed, 0x7E57]).permutation(n)
     n_test = int(round(n * test_fraction))
-    return perm[: n - n_test], perm[n - n_test:]
+    return perm[: n - n_test], perm[n - n_test :]
 
 
 class ArrayWorkload:

@@ -42,7 +42,7 @@ class Classifier(ArrayWorkload):
         """Views (weights (k, a, b), biases (k, 1, b)) of each layer of the flat parameters W (k, d)."""
         out, at = [], 0
         for a, b in zip(self.sizes, self.sizes[1:], strict=False):
-            out.append((W[:, at: at + a * b].reshape(-1, a, b), W[:, at + a * b: at + (a + 1) * b][:, None, :]))
+            out.append((W[:, at : at + a * b].reshape(-1, a, b), W[:, at + a * b : at + (a + 1) * b][:, None, :]))
             at += (a + 1) * b
         return out
 

@@ -3,7 +3,7 @@
 ``function(seed)`` is the user's; it returns a :class:`TorchTask` (or any object with the same attributes): the
 ``model`` (a ``torch.nn.Module``), the ``train`` and ``test`` datasets (indexable, each item ``(input, target)``)
 and optionally ``loss`` (default cross-entropy). Real runs train that model on that data; the simulator wraps it in
-:class:`TorchWorkload`, which has the interface of :mod:`stragglerlab.simulator.workloads.base`: parameters are flattened with
+:class:`TorchWorkload`, which has the interface of :mod:`.base`: parameters are flattened with
 ``parameters_to_vector`` (float64 in the replay), the train set is sharded by :class:`~.sharding.Shards`, and
 gradients are computed one replica at a time (torch is not vectorised over replicas here). Torch is imported only
 when such a workload is loaded; without it, loading is a one-line error.
@@ -23,7 +23,10 @@ from stragglerlab.simulator.workloads.sharding import Shards
 
 EVAL_BATCH = 1024
 #: workloads shipped by name (``workload.model = "torch:cnn"``), see :mod:`.torch_models`
-REGISTERED = {"torch:mlp": "stragglerlab.simulator.workloads.torch_models:mlp", "torch:cnn": "stragglerlab.simulator.workloads.torch_models:cnn"}
+REGISTERED = {
+    "torch:mlp": "stragglerlab.simulator.workloads.torch_models:mlp",
+    "torch:cnn": "stragglerlab.simulator.workloads.torch_models:cnn",
+}
 
 
 @dataclass
@@ -42,13 +45,14 @@ def load_task(name: str, seed: int) -> TorchTask:
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise ScenarioError(f"workload.model = \"{name}\": a torch workload needs torch, which is not installed") \
-            from None
+        raise ScenarioError(
+            f'workload.model = "{name}": a torch workload needs torch, which is not installed'
+        ) from None
     module_name, _, function = REGISTERED.get(name, name).partition(":")
     try:
         make = getattr(importlib.import_module(module_name), function)
     except (ImportError, AttributeError) as err:
-        raise ScenarioError(f"workload.model = \"{name}\": cannot import it ({err})") from None
+        raise ScenarioError(f'workload.model = "{name}": cannot import it ({err})') from None
     return make(seed)
 
 
@@ -67,7 +71,7 @@ class TorchWorkload:
         try:
             self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
         except ValueError as err:
-            raise ScenarioError(f"workload.model = \"{scenario.workload.model}\": {err}") from None
+            raise ScenarioError(f'workload.model = "{scenario.workload.model}": {err}') from None
 
     def initial(self) -> np.ndarray:
         return self.w0.copy()
@@ -79,7 +83,6 @@ class TorchWorkload:
         from torch.nn.utils import vector_to_parameters
 
         vector_to_parameters(self.torch.from_numpy(w).to(self.params[0].dtype), self.params)
-
 
     def gradient(self, W: np.ndarray, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         grads, losses = np.empty_like(W), np.empty(len(W))

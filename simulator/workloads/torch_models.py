@@ -6,8 +6,8 @@ simulator's convergence alike: the same model, initial weights and data from the
   images of 4 classes: each class a fixed random pattern, each sample its pattern shifted by up to 2 pixels plus
   noise (4,096 samples).
 
-Each function takes the seed and returns a :class:`~stragglerlab.simulator.workloads.torch_bridge.TorchTask`; torch is imported
-only when one is called. The last 20 % of the samples are the test set.
+Each function takes the seed and returns a :class:`~.torch_bridge.TorchTask`; torch is imported only when one is
+called. The last 20 % of the samples are the test set.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def mlp(seed: int):
     y = torch.randint(0, 10, (SAMPLES,), generator=g)
     x = centres[y] + 0.5 * torch.randn(SAMPLES, 32, generator=g)
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)
+    )
     return _task(x, y, model)
 
 
@@ -52,7 +53,13 @@ def cnn(seed: int):
     x = x + 0.8 * torch.randn(x.shape, generator=g)
     torch.manual_seed(seed)
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, 4))
+        torch.nn.Conv2d(1, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16 * 4 * 4, 4),
+    )
     return _task(x, y, model)

@@ -7,12 +7,31 @@ from pathlib import Path
 from stragglerlab.analysis.runfolder import RunWriter
 
 
-def write_run(folder: Path, iterations: list[tuple], *, algorithm: str = "sync", seed: int = 0, source: str = "sim",
-              workers: int = 1, batch: int = 10, rounds: tuple = (), evals: tuple = ()) -> Path:
+def write_run(
+    folder: Path,
+    iterations: list[tuple],
+    *,
+    algorithm: str = "sync",
+    seed: int = 0,
+    source: str = "sim",
+    workers: int = 1,
+    batch: int = 10,
+    rounds: tuple = (),
+    evals: tuple = (),
+) -> Path:
     """A finished run folder with exactly these rows (in the column order of ``SCHEMAS``)."""
-    meta = {"source": source, "seed": seed, "scenario": {
-        "name": "handmade", "seed": seed, "iterations": max((r[1] for r in iterations), default=-1) + 1,
-        "cluster": {"workers": workers}, "workload": {"batch": batch}, "algorithm": {"name": algorithm}}}
+    meta = {
+        "source": source,
+        "seed": seed,
+        "scenario": {
+            "name": "handmade",
+            "seed": seed,
+            "iterations": max((r[1] for r in iterations), default=-1) + 1,
+            "cluster": {"workers": workers},
+            "workload": {"batch": batch},
+            "algorithm": {"name": algorithm},
+        },
+    }
     with RunWriter(folder, meta) as writer:
         for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
             for row in rows:

@@ -44,8 +44,9 @@ def test_speedup_is_the_geometric_mean_of_per_seed_ratios_with_a_t_interval(tabl
     assert solo["seeds"] == 3
     assert out.loc["sync", "speedup"] == 1.0
     # a time metric is inverted so that above 1 is still better
-    assert speedup(table, "sync", "makespan").set_index("algorithm.name").loc["eager-solo", "speedup"] == \
-        pytest.approx(solo["speedup"])
+    assert speedup(table, "sync", "makespan").set_index("algorithm.name").loc["eager-solo", "speedup"] == pytest.approx(
+        solo["speedup"]
+    )
 
 
 def test_speedup_pairs_by_seed_not_by_order(table):

@@ -20,8 +20,13 @@ ROWS = [
     (2, 0, 0.0, 4.0, 4.0, 4.0, 0.0, -1, 0, -1, False),  # carried by no round
 ]
 #: t, iteration, worker, loss, accuracy
-EVALS = [(0.5, 5, 0, 0.0, 1.0), (1.0, 10, -1, 1.0, 0.1), (2.0, 20, -1, 0.6, 0.5), (3.0, 30, -1, 0.4, 0.7),
-         (4.0, 40, -1, 0.2, 0.9)]
+EVALS = [
+    (0.5, 5, 0, 0.0, 1.0),
+    (1.0, 10, -1, 1.0, 0.1),
+    (2.0, 20, -1, 0.6, 0.5),
+    (3.0, 30, -1, 0.4, 0.7),
+    (4.0, 40, -1, 0.2, 0.9),
+]
 
 
 @pytest.fixture
@@ -84,11 +89,22 @@ def test_tables_have_the_scenario_keys_as_columns(tmp_path):
 def test_imports_stay_light_and_one_way():
     """analysis imports neither the simulator nor matplotlib (until a plot is drawn); sweeps import mpi4py only
     under MPI."""
-    code = ("import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, stragglerlab.analysis.style, stragglerlab.analysis.commands.plot, "
-            "stragglerlab.simulator.sweep, stragglerlab.simulator.commands.sweep; "
-            "bad = [m for m in ('matplotlib', 'mpi4py', 'torch') if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, stragglerlab.analysis.style, "
+        "stragglerlab.analysis.commands.plot, "
+        "stragglerlab.simulator.sweep, stragglerlab.simulator.commands.sweep; "
+        "bad = [m for m in ('matplotlib', 'mpi4py', 'torch') if m in sys.modules]; assert not bad, bad"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
-    leaks = subprocess.run([sys.executable, "-c", "import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, "
-                            "stragglerlab.analysis.plots; print([m for m in sys.modules if m.startswith('stragglerlab.simulator')])"],
-                           capture_output=True, text=True, timeout=60)
+    leaks = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, "
+            "stragglerlab.analysis.plots; print([m for m in sys.modules if m.startswith('stragglerlab.simulator')])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert leaks.stdout.strip() == "[]"

@@ -8,8 +8,8 @@ from stragglerlab.analysis.collection import load_runs
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.plots import Options, draw, save
 from stragglerlab.analysis.runfolder import RunWriter, load_run
-from stragglerlab.simulator.run import simulate
 from stragglerlab.cli import main
+from stragglerlab.simulator.run import simulate
 from tests.analysis.handmade import write_run
 from tests.helpers import scenario
 
@@ -24,9 +24,19 @@ def sim(tmp_path_factory):
     for algorithm in ALGORITHMS:
         for workers in (4, 8):
             for seed in (0, 1):
-                simulate(scenario(**{"algorithm.name": algorithm, "cluster.workers": workers, "seed": seed,
-                                     "iterations": 20, "imbalance.kind": "random-delay",
-                                     "algorithm.group_size": 2}), root / f"{algorithm}-{workers}-{seed}")
+                simulate(
+                    scenario(
+                        **{
+                            "algorithm.name": algorithm,
+                            "cluster.workers": workers,
+                            "seed": seed,
+                            "iterations": 20,
+                            "imbalance.kind": "random-delay",
+                            "algorithm.group_size": 2,
+                        }
+                    ),
+                    root / f"{algorithm}-{workers}-{seed}",
+                )
     return root
 
 
@@ -87,7 +97,8 @@ def test_timeline_sync_communicates_after_the_last_post(sim):
     ph = phases(run)
     assert (ph["communication"] > 0).all() and (ph["wait"] >= 0).all()
     assert ph[["compute", "wait", "communication"]].sum(axis=1).to_numpy() == pytest.approx(
-        (run.iterations["t_done"] - run.iterations["t_start"]).to_numpy())
+        (run.iterations["t_done"] - run.iterations["t_start"]).to_numpy()
+    )
 
 
 def test_contributions_map_rounds_by_workers(sim, tmp_path):
@@ -103,9 +114,13 @@ def test_contributions_map_rounds_by_workers(sim, tmp_path):
 def test_curves_one_line_per_run_and_a_clear_error_without_evals(sim, tmp_path):
     for algorithm in ("sync", "eager-solo"):
         for seed in (0, 1):
-            write_run(tmp_path / "runs" / f"{algorithm}-{seed}", [(0, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True)],
-                      algorithm=algorithm, seed=seed,
-                      evals=[(t, 10 * t, -1, 1 / (1 + t + seed), 0.1 * t) for t in range(1, 6)])
+            write_run(
+                tmp_path / "runs" / f"{algorithm}-{seed}",
+                [(0, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True)],
+                algorithm=algorithm,
+                seed=seed,
+                evals=[(t, 10 * t, -1, 1 / (1 + t + seed), 0.1 * t) for t in range(1, 6)],
+            )
     fig = rendered(draw("curves", load_runs([tmp_path / "runs"]), Options(axis="iterations")), tmp_path, "curves")
     assert len(fig.axes[0].lines) == 4 and len(fig.axes[0].get_legend().get_texts()) == 2
     with pytest.raises(UserError, match="no evaluations"):
@@ -146,8 +161,20 @@ def test_plot_command(sim, tmp_path, capsys):
 
 def test_curves_from_simulated_training(tmp_path):
     for algorithm in ("sync", "eager-solo"):
-        simulate(scenario(**{"algorithm.name": algorithm, "workload.model": "hyperplane", "workload.dimension": 12,
-                             "workload.samples": 1200, "iterations": 20, "cluster.workers": 4,
-                             "imbalance.kind": "random-delay", "evals.every_iterations": 5}), tmp_path / algorithm)
+        simulate(
+            scenario(
+                **{
+                    "algorithm.name": algorithm,
+                    "workload.model": "hyperplane",
+                    "workload.dimension": 12,
+                    "workload.samples": 1200,
+                    "iterations": 20,
+                    "cluster.workers": 4,
+                    "imbalance.kind": "random-delay",
+                    "evals.every_iterations": 5,
+                }
+            ),
+            tmp_path / algorithm,
+        )
     fig = rendered(draw("curves", load_runs([tmp_path]), Options(metric="accuracy")), tmp_path, "training")
     assert len(fig.axes[0].lines) == 2 and fig.axes[0].get_ylabel() == "accuracy"

@@ -9,9 +9,9 @@ import time
 import pandas as pd
 import pytest
 
+from stragglerlab.cli import main
 from stragglerlab.simulator.scenario import ScenarioError
 from stragglerlab.simulator.sweep import cells, parse_grid, short_names, split_values
-from stragglerlab.cli import main
 from tests.helpers import scenario
 from tests.processes import mpiexec_or_skip
 
@@ -19,7 +19,9 @@ from tests.processes import mpiexec_or_skip
 def test_grid_values_split_outside_brackets_and_parse_as_toml():
     assert split_values("[1,2],[3,4], 'a,b'") == ["[1,2]", "[3,4]", "'a,b'"]
     assert parse_grid(["imbalance.slow=[1,1],[1,3]", "cluster.workers=4,8"]) == {
-        "imbalance.slow": [[1, 1], [1, 3]], "cluster.workers": [4, 8]}
+        "imbalance.slow": [[1, 1], [1, 3]],
+        "cluster.workers": [4, 8],
+    }
     with pytest.raises(ScenarioError, match="expected key=v1,v2"):
         parse_grid(["cluster.workers"])
     with pytest.raises(ScenarioError, match="--seeds"):
@@ -35,13 +37,24 @@ def test_cells_are_the_cross_product_with_readable_deterministic_names():
     assert made[-1].scenario.algorithm.name == "eager-solo" and made[-1].scenario.seed == 6
     assert [c.name for c in cells(base, grid, seeds=2)] == [c.name for c in made]
     assert short_names(["algorithm.period", "network.period", "cluster.workers"]) == {
-        "algorithm.period": "algorithm.period", "network.period": "network.period", "cluster.workers": "workers"}
+        "algorithm.period": "algorithm.period",
+        "network.period": "network.period",
+        "cluster.workers": "workers",
+    }
     with pytest.raises(ScenarioError, match="cluster.workers"):
         cells(base, {"cluster.workers": [0]})
 
 
-ARGS = ["--set", "iterations=15", "--set", "cluster.workers=4", "--grid", "algorithm.name=sync,eager-solo",
-        "--seeds", "2"]
+ARGS = [
+    "--set",
+    "iterations=15",
+    "--set",
+    "cluster.workers=4",
+    "--grid",
+    "algorithm.name=sync,eager-solo",
+    "--seeds",
+    "2",
+]
 
 
 def meta(folder):
@@ -50,8 +63,11 @@ def meta(folder):
 
 def finished_cells(out):
     """Cell name -> modification time of its meta.json, for the finished cells in ``out``."""
-    return {p.name: (p / "meta.json").stat().st_mtime_ns for p in out.glob("*/")
-            if (p / "meta.json").exists() and meta(p)["finished"]}
+    return {
+        p.name: (p / "meta.json").stat().st_mtime_ns
+        for p in out.glob("*/")
+        if (p / "meta.json").exists() and meta(p)["finished"]
+    }
 
 
 def test_interrupted_sweep_resumes_without_redoing_finished_cells(tmp_path, capsys):
@@ -59,8 +75,12 @@ def test_interrupted_sweep_resumes_without_redoing_finished_cells(tmp_path, caps
     assert main(["sweep", "--example", "eager-injected", *ARGS, "-j", "2", "-o", str(out)]) == 0
     assert "4 cells (4 run, 0 already finished)" in capsys.readouterr().out
     names = sorted(p.name for p in out.iterdir() if p.is_dir())
-    assert names == ["algorithm-eager-solo_seed-1", "algorithm-eager-solo_seed-2", "algorithm-sync_seed-1",
-                     "algorithm-sync_seed-2"]
+    assert names == [
+        "algorithm-eager-solo_seed-1",
+        "algorithm-eager-solo_seed-2",
+        "algorithm-sync_seed-1",
+        "algorithm-sync_seed-2",
+    ]
     stamps = {n: (out / n / "meta.json").stat().st_mtime_ns for n in names}
     # interrupt: one cell killed mid-run (meta says unfinished), one never started
     killed = meta(out / names[0])
@@ -80,17 +100,36 @@ def test_interrupted_sweep_resumes_without_redoing_finished_cells(tmp_path, caps
 def test_a_finished_run_of_another_scenario_is_not_overwritten(tmp_path, capsys):
     out = tmp_path / "sweep"
     assert main(["sweep", "--example", "eager-injected", *ARGS, "-j", "1", "-o", str(out)]) == 0
-    assert main(["sweep", "--example", "eager-injected", *ARGS, "--set", "workload.batch=7", "-j", "1",
-                 "-o", str(out)]) == 2
+    assert (
+        main(["sweep", "--example", "eager-injected", *ARGS, "--set", "workload.batch=7", "-j", "1", "-o", str(out)])
+        == 2
+    )
     assert "another scenario" in capsys.readouterr().err
 
 
 def test_killed_sweep_process_resumes(tmp_path):
     """A real interruption: the sweep process is killed after its first cell finished."""
     out = tmp_path / "sweep"
-    command = [sys.executable, "-m", "stragglerlab.cli", "sweep", "--example", "eager-injected", "--set",
-               "iterations=500", "--set", "cluster.workers=32", "--grid", "algorithm.name=sync,eager-solo,wagma",
-               "--seeds", "2", "-j", "1", "-o", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "stragglerlab.cli",
+        "sweep",
+        "--example",
+        "eager-injected",
+        "--set",
+        "iterations=500",
+        "--set",
+        "cluster.workers=32",
+        "--grid",
+        "algorithm.name=sync,eager-solo,wagma",
+        "--seeds",
+        "2",
+        "-j",
+        "1",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     try:
@@ -113,8 +152,25 @@ def test_killed_sweep_process_resumes(tmp_path):
 def test_sweep_on_mpi_ranks(tmp_path):
     mpiexec = mpiexec_or_skip()
     out = tmp_path / "sweep"
-    done = subprocess.run([mpiexec, "-n", "3", sys.executable, "-m", "stragglerlab.cli", "sweep", "--example",
-                           "eager-injected", *ARGS, "-o", str(out)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            mpiexec,
+            "-n",
+            "3",
+            sys.executable,
+            "-m",
+            "stragglerlab.cli",
+            "sweep",
+            "--example",
+            "eager-injected",
+            *ARGS,
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("4 cells (4 run, 0 already finished)") == 1  # rank 0 reports, alone
     assert all(meta(p)["finished"] for p in out.glob("*/"))

@@ -19,13 +19,22 @@ from stragglerlab.simulator.scenario import ALGORITHMS, from_dict
 
 
 def bench_scenario(args: argparse.Namespace, algorithm: str, model: str):
-    return from_dict({"iterations": args.iterations, "cluster": {"workers": args.workers},
-                      "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.32},
-                      "workload": {"model": model, "params": args.dimension, "dimension": args.dimension,
-                                   "batch": args.batch, "samples": args.samples},
-                      "evals": {"every_iterations": args.every},
-                      "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64,
-                                    "lr": args.lr}})
+    return from_dict(
+        {
+            "iterations": args.iterations,
+            "cluster": {"workers": args.workers},
+            "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.32},
+            "workload": {
+                "model": model,
+                "params": args.dimension,
+                "dimension": args.dimension,
+                "batch": args.batch,
+                "samples": args.samples,
+            },
+            "evals": {"every_iterations": args.every},
+            "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64, "lr": args.lr},
+        }
+    )
 
 
 def seconds(scenario, folder: Path) -> float:
@@ -45,8 +54,10 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=100, help="evals.every_iterations")
     args = parser.parse_args()
     total = args.workers * args.iterations
-    print(f"# hyperplane d={args.dimension}, {args.workers} workers x {args.iterations} iterations, batch "
-          f"{args.batch}, {args.samples} samples, lr {args.lr}, evals every {args.every} iterations")
+    print(
+        f"# hyperplane d={args.dimension}, {args.workers} workers x {args.iterations} iterations, batch "
+        f"{args.batch}, {args.samples} samples, lr {args.lr}, evals every {args.every} iterations"
+    )
     print(f"{'algorithm':<15} {'off [s]':>8} {'off it/s':>10} {'on [s]':>8} {'on it/s':>10}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in ALGORITHMS:

@@ -40,9 +40,14 @@ class CountingSink:
 
 
 def bench_scenario(workers: int, iterations: int, algorithm: str):
-    return from_dict({"iterations": iterations, "cluster": {"workers": workers},
-                      "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.32},
-                      "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64}})
+    return from_dict(
+        {
+            "iterations": iterations,
+            "cluster": {"workers": workers},
+            "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.32},
+            "algorithm": {"name": algorithm, "group_size": 8, "period": 16, "global_period": 64},
+        }
+    )
 
 
 def timed(run) -> float:
@@ -71,8 +76,10 @@ def main() -> None:
     FastEngine(bench_scenario(4, 4, "lsgd"), lambda c: None, lambda c: None).run()  # load the compiled kernels
     FastEngine(bench_scenario(4, 4, "sync"), lambda c: None, lambda c: None).run()
     print("# worker-iterations per second (random-delay imbalance); ratios measured side by side")
-    print(f"{'workers':>7} {'algorithm':<15} {'reference/s':>12} {'fast/s':>13} {'fast [s]':>9} "
-          f"{'closed/s':>13} {'fast/ref':>9} {'fast/closed':>11}")
+    print(
+        f"{'workers':>7} {'algorithm':<15} {'reference/s':>12} {'fast/s':>13} {'fast [s]':>9} "
+        f"{'closed/s':>13} {'fast/ref':>9} {'fast/closed':>11}"
+    )
     for P in args.workers:
         for name in ALGORITHMS:
             closed = closed_form_rate(P, N)
@@ -83,8 +90,10 @@ def main() -> None:
             seconds = timed(lambda: FastEngine(bench_scenario(P, N, name), fast.block, lambda c: None).run())  # noqa: B023
             assert fast.rows == P * N and ref.rows == P * n_ref
             fast_rate = P * N / seconds
-            print(f"{P:>7} {name:<15} {ref_rate:12,.0f} {fast_rate:13,.0f} {seconds:9.2f} {closed:13,.0f} "
-                  f"{fast_rate / ref_rate:9.1f} {fast_rate / closed:11.3f}")
+            print(
+                f"{P:>7} {name:<15} {ref_rate:12,.0f} {fast_rate:13,.0f} {seconds:9.2f} {closed:13,.0f} "
+                f"{fast_rate / ref_rate:9.1f} {fast_rate / closed:11.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -24,8 +24,15 @@ from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.scenario import load
 
-RUNS = [("sync", "native"), ("sync", "torch"), ("eager-solo", "native"), ("eager-majority", "native"),
-        ("wagma", "native"), ("local-sgd", "native"), ("lsgd", "native")]
+RUNS = [
+    ("sync", "native"),
+    ("sync", "torch"),
+    ("eager-solo", "native"),
+    ("eager-majority", "native"),
+    ("wagma", "native"),
+    ("local-sgd", "native"),
+    ("lsgd", "native"),
+]
 
 
 def scenario_text(args: argparse.Namespace) -> str:
@@ -51,8 +58,21 @@ global_period = 64
 
 
 def measure(path: Path, folder: Path, algorithm: str, backend: str, ranks: int) -> dict[str, float]:
-    command = [sys.executable, "-m", "stragglerlab.cli", "run", str(path), "--np", str(ranks), "-o", str(folder),
-               "--set", f"algorithm.name={algorithm}", "--backend", backend]
+    command = [
+        sys.executable,
+        "-m",
+        "stragglerlab.cli",
+        "run",
+        str(path),
+        "--np",
+        str(ranks),
+        "-o",
+        str(folder),
+        "--set",
+        f"algorithm.name={algorithm}",
+        "--backend",
+        backend,
+    ]
     subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
     run = load_run(folder)
     it = run.iterations.sort_values(["worker", "iteration"])
@@ -62,8 +82,14 @@ def measure(path: Path, folder: Path, algorithm: str, backend: str, ranks: int) 
     duration = float(done[:, -1].max() - start[:, 0].min())
     gap = float((start[:, 1:] - done[:, :-1]).mean())
     excess = float((it["compute"].to_numpy() - scheduled).mean())
-    return {"it/s": N / duration, "compute": float(it["compute"].mean()), "wait": float(it["wait"].mean()),
-            "gap": gap, "excess": excess, "duration": duration}
+    return {
+        "it/s": N / duration,
+        "compute": float(it["compute"].mean()),
+        "wait": float(it["wait"].mean()),
+        "gap": gap,
+        "excess": excess,
+        "duration": duration,
+    }
 
 
 def main() -> None:
@@ -81,15 +107,21 @@ def main() -> None:
         for algorithm, backend in RUNS:
             label = algorithm if backend == "native" else f"{algorithm} (torch.distributed)"
             results[label] = measure(path, Path(tmp) / label.replace(" ", "_"), algorithm, backend, args.ranks)
-    print(f"{args.ranks} ranks, {args.iterations} iterations, compute {args.compute * 1e3:g} ms, one rank in "
-          f"{args.ranks} +{args.delay * 1e3:g} ms per iteration, {args.params * 4 / 2**20:.2f} MiB per exchange")
-    print(f"{'algorithm':<32}{'it/s':>8}{'vs sync':>9}{'compute ms':>12}{'wait ms':>9}{'overhead ms':>13}"
-          f"{'(gap':>7}{' + excess)':>11}")
+    print(
+        f"{args.ranks} ranks, {args.iterations} iterations, compute {args.compute * 1e3:g} ms, one rank in "
+        f"{args.ranks} +{args.delay * 1e3:g} ms per iteration, {args.params * 4 / 2**20:.2f} MiB per exchange"
+    )
+    print(
+        f"{'algorithm':<32}{'it/s':>8}{'vs sync':>9}{'compute ms':>12}{'wait ms':>9}{'overhead ms':>13}"
+        f"{'(gap':>7}{' + excess)':>11}"
+    )
     base = results["sync"]["it/s"]
     for label, r in results.items():
         overhead = r["gap"] + r["excess"]
-        print(f"{label:<32}{r['it/s']:>8.2f}{r['it/s'] / base:>8.2f}x{r['compute'] * 1e3:>12.2f}"
-              f"{r['wait'] * 1e3:>9.2f}{overhead * 1e3:>13.3f}{r['gap'] * 1e3:>7.3f}{r['excess'] * 1e3:>11.3f}")
+        print(
+            f"{label:<32}{r['it/s']:>8.2f}{r['it/s'] / base:>8.2f}x{r['compute'] * 1e3:>12.2f}"
+            f"{r['wait'] * 1e3:>9.2f}{overhead * 1e3:>13.3f}{r['gap'] * 1e3:>7.3f}{r['excess'] * 1e3:>11.3f}"
+        )
     print(f"eager-solo speedup over sync: {results['eager-solo']['it/s'] / base:.2f}x")
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.realrun import build
 from stragglerlab.cli import main
+from stragglerlab.realrun import build
 
 
 def fake_compiler(folder: Path, script: str) -> Path:

@@ -50,10 +50,21 @@ def test_stored_without_outputs(name):
 
 
 def execute(name: str, out: Path, timeout: float) -> None:
-    env = dict(os.environ, STRAGGLERLAB_NOTEBOOK_QUICK="1", STRAGGLERLAB_NOTEBOOK_OUT=str(out), MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOKS / f"{name}.ipynb")], cwd=out, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = dict(
+        os.environ,
+        STRAGGLERLAB_NOTEBOOK_QUICK="1",
+        STRAGGLERLAB_NOTEBOOK_OUT=str(out),
+        MPLBACKEND="Agg",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(NOTEBOOKS / f"{name}.ipynb")],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for produced in PRODUCES[name]:
         path = out / name / produced

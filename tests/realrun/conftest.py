@@ -64,5 +64,11 @@ def scenario_file(tmp_path):
 
 def stragglerlab(*argv: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
     """A single-process ``stragglerlab`` command (no MPI)."""
-    return subprocess.run([sys.executable, "-m", "stragglerlab.cli", *argv], capture_output=True, text=True,
-                          env=environment(), cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "stragglerlab.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        cwd=ROOT,
+        timeout=timeout,
+    )

@@ -35,8 +35,11 @@ def _pid_of(folder, rank: int, deadline: float) -> int:
     """The pid in a rank's heartbeat, once the rank has written rows (so the kill lands mid-run)."""
     beat = folder / ".live" / f"rank-{rank:05d}.json"
     while time.monotonic() < deadline:
-        parts = list((folder / "iterations.parquet").glob(f"part-r{rank:05d}-*.parquet")) \
-            if (folder / "iterations.parquet").is_dir() else []
+        parts = (
+            list((folder / "iterations.parquet").glob(f"part-r{rank:05d}-*.parquet"))
+            if (folder / "iterations.parquet").is_dir()
+            else []
+        )
         if beat.exists() and parts:
             return json.loads(beat.read_text())["pid"]
         time.sleep(0.2)
@@ -46,10 +49,20 @@ def _pid_of(folder, rank: int, deadline: float) -> int:
 @pytest.mark.parametrize("victim", [1, 0])
 def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_file, tmp_path, victim):
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario_file(SCENARIO)), "--np", "3",
-               "-o", str(out)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(),
-                            cwd=ROOT)
+    command = [
+        sys.executable,
+        "-m",
+        "stragglerlab.cli",
+        "run",
+        str(scenario_file(SCENARIO)),
+        "--np",
+        "3",
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(), cwd=ROOT
+    )
     try:
         os.kill(_pid_of(out, victim, time.monotonic() + 60), signal.SIGKILL)
         killed = time.monotonic()

@@ -53,8 +53,9 @@ def check_folder(run, P: int, N: int) -> None:
 
 @pytest.mark.parametrize("ranks", [2, 4])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_every_algorithm_writes_a_valid_folder_with_the_injected_delays(spawn, scenario_file, tmp_path, ranks,
-                                                                          algorithm):
+def test_every_algorithm_writes_a_valid_folder_with_the_injected_delays(
+    spawn, scenario_file, tmp_path, ranks, algorithm
+):
     path = scenario_file(SCENARIO)
     out = tmp_path / "run"
     sets = ["--set", f"cluster.workers={ranks}", "--set", f"algorithm.name={algorithm}"]
@@ -76,8 +77,23 @@ def test_every_algorithm_writes_a_valid_folder_with_the_injected_delays(spawn, s
 def test_torch_workload_trains_and_evaluates(spawn, scenario_file, tmp_path):
     path = scenario_file(SCENARIO)
     out = tmp_path / "run"
-    proc = spawn(2, ["run", str(path), "--set", "workload.model=torch:cnn", "--set", "workload.batch=16",
-                     "--set", "algorithm.name=eager-solo", "--set", "evals.every_iterations=4", "-o", str(out)])
+    proc = spawn(
+        2,
+        [
+            "run",
+            str(path),
+            "--set",
+            "workload.model=torch:cnn",
+            "--set",
+            "workload.batch=16",
+            "--set",
+            "algorithm.name=eager-solo",
+            "--set",
+            "evals.every_iterations=4",
+            "-o",
+            str(out),
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
     check_folder(run, 2, ITERATIONS)

@@ -39,8 +39,7 @@ def real_run(spawn, scenario_file, tmp_path, *sets: str):
     return load_run(out)
 
 
-def test_eager_solo_a_straggler_is_never_fresh_and_its_gradients_join_the_next_exchange(spawn, scenario_file,
-                                                                                          tmp_path):
+def test_eager_solo_a_straggler_is_never_fresh_and_its_gradients_join_the_next_exchange(spawn, scenario_file, tmp_path):
     run = real_run(spawn, scenario_file, tmp_path, "algorithm.name=eager-solo", "algorithm.late=accumulate")
     it, rounds = run.iterations, run.rounds.set_index("round")
     fast = it[it["worker"] != SLOW]
@@ -85,12 +84,33 @@ def test_sync_through_the_native_core_equals_sync_through_torch_distributed(spaw
     models = {}
     for backend in ("native", "torch"):
         saved = tmp_path / f"{backend}.npy"
-        proc = spawn(3, ["run", str(scenario_file(SCENARIO)), "--set", "imbalance.kind=none",
-                         "--set", "cluster.workers=3", "--set", "workload.model=torch:mlp",
-                         "--set", "workload.batch=16",
-                         "--set", "algorithm.name=sync", "--set", "algorithm.momentum=0.9",
-                         "--set", "algorithm.lr=0.1", "--backend", backend, "--save-model", str(saved),
-                         "-o", str(tmp_path / backend)])
+        proc = spawn(
+            3,
+            [
+                "run",
+                str(scenario_file(SCENARIO)),
+                "--set",
+                "imbalance.kind=none",
+                "--set",
+                "cluster.workers=3",
+                "--set",
+                "workload.model=torch:mlp",
+                "--set",
+                "workload.batch=16",
+                "--set",
+                "algorithm.name=sync",
+                "--set",
+                "algorithm.momentum=0.9",
+                "--set",
+                "algorithm.lr=0.1",
+                "--backend",
+                backend,
+                "--save-model",
+                str(saved),
+                "-o",
+                str(tmp_path / backend),
+            ],
+        )
         assert proc.returncode == 0, proc.stderr
         models[backend] = np.load(saved)
         assert load_run(tmp_path / backend).finished

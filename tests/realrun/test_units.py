@@ -48,7 +48,7 @@ def test_persistent_factors_slow_a_rank_down_in_proportion_and_never_speed_it_up
 def test_trace_pads_the_measured_time_up_to_the_trace(tmp_path):
     trace = tmp_path / "trace.npy"
     np.save(trace, np.array([[0.1, 0.2, 0.3, 0.4]]))
-    s = scenario("imbalance.kind=trace", f"imbalance.file=\"{trace}\"")
+    s = scenario("imbalance.kind=trace", f'imbalance.file="{trace}"')
     assert Injection(s, 2, timing_only=False).extra(5, measured=0.1) == pytest.approx(0.2)
     assert Injection(s, 0, timing_only=False).extra(5, measured=0.5) == 0.0
 
@@ -147,8 +147,20 @@ def test_simulate_trains_a_shipped_torch_workload(tmp_path):
     pytest.importorskip("torch")
     from tests.realrun.conftest import stragglerlab
 
-    proc = stragglerlab("simulate", "--example", "eager-injected", "--set", "workload.model=torch:mlp",
-                        "--set", "cluster.workers=4", "--set", "iterations=20", "--set", "workload.batch=16",
-                        "-o", str(tmp_path / "sim"))
+    proc = stragglerlab(
+        "simulate",
+        "--example",
+        "eager-injected",
+        "--set",
+        "workload.model=torch:mlp",
+        "--set",
+        "cluster.workers=4",
+        "--set",
+        "iterations=20",
+        "--set",
+        "workload.batch=16",
+        "-o",
+        str(tmp_path / "sim"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(load_run(tmp_path / "sim").evals) >= 2

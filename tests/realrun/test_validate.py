@@ -32,9 +32,18 @@ def as_real(folder, out, perturb=lambda it: it):
 
 def simulated_real(tmp_path, name, **keys):
     """A simulated 4-worker run with random delays, relabelled as real."""
-    keys = {"cluster.workers": 4, "iterations": 30, "seed": 3, "imbalance.kind": "random-delay",
-            "imbalance.slow": [1, 1], "imbalance.delay": 0.02, "workload.compute": {"dist": "constant", "mean": 0.01},
-            "algorithm.group_size": 2, "algorithm.period": 3, "algorithm.global_period": 6} | keys
+    keys = {
+        "cluster.workers": 4,
+        "iterations": 30,
+        "seed": 3,
+        "imbalance.kind": "random-delay",
+        "imbalance.slow": [1, 1],
+        "imbalance.delay": 0.02,
+        "workload.compute": {"dist": "constant", "mean": 0.01},
+        "algorithm.group_size": 2,
+        "algorithm.period": 3,
+        "algorithm.global_period": 6,
+    } | keys
     return as_real(simulate(scenario(**keys), tmp_path / f"{name}-sim"), tmp_path / name)
 
 
@@ -100,11 +109,14 @@ def test_command_prints_the_table_and_writes_csv_and_figures(tmp_path):
     first = simulated_real(tmp_path, "first", **{"algorithm.name": "wagma"})
     second = simulated_real(tmp_path, "second", **{"algorithm.name": "wagma", "imbalance.delay": 0.04})
     fragment = tmp_path / "calibration.toml"
-    fragment.write_text('[network]\nalpha = 2e-6\nbeta = 2e-10\ngamma = 1e-9\nallreduce = "ring"\n'
-                        '[workload]\ncompute = { dist = "constant", mean = 0.3 }\n')
+    fragment.write_text(
+        '[network]\nalpha = 2e-6\nbeta = 2e-10\ngamma = 1e-9\nallreduce = "ring"\n'
+        '[workload]\ncompute = { dist = "constant", mean = 0.3 }\n'
+    )
     out = tmp_path / "val"
-    proc = stragglerlab("validate", str(first.path), "--predict", str(second.path), "--calibration", str(fragment),
-                        "-o", str(out))
+    proc = stragglerlab(
+        "validate", str(first.path), "--predict", str(second.path), "--calibration", str(fragment), "-o", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     assert "mean err %" in proc.stdout and "out-of-sample" in proc.stdout
     table = pd.read_csv(out / "validation.csv")
@@ -152,5 +164,8 @@ global_period = 6
     assert list(table["algorithm.name"]) == ALGORITHMS
     assert np.isfinite(table["mean_iteration_error"]).all()
     assert (table["mean_iteration_error"].abs() < 0.5).all(), table  # gross failures only: a shared, busy machine
-    print(table[["algorithm.name", "mean_iteration_real", "mean_iteration_sim", "mean_iteration_error"]]
-          .to_string(index=False))
+    print(
+        table[["algorithm.name", "mean_iteration_real", "mean_iteration_sim", "mean_iteration_error"]].to_string(
+            index=False
+        )
+    )

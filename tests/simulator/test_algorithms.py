@@ -12,8 +12,12 @@ from stragglerlab.simulator.algorithms.wagma import butterfly_group, phase_count
 from stragglerlab.simulator.network import NetworkModel, message_bytes
 from tests.helpers import run_tables, scenario
 
-IMBALANCED = {"imbalance.kind": "random-delay", "imbalance.slow": [1, 3], "imbalance.delay": 0.5,
-              "workload.compute": {"dist": "lognormal", "mean": 0.3, "cv": 0.3}}
+IMBALANCED = {
+    "imbalance.kind": "random-delay",
+    "imbalance.slow": [1, 3],
+    "imbalance.delay": 0.5,
+    "workload.compute": {"dist": "lognormal", "mean": 0.3, "cv": 0.3},
+}
 
 
 def eager(name="eager-solo", **keys):
@@ -36,7 +40,7 @@ def expected_rounds(s, it, rounds):
         if t <= xstart[n]:
             out.append(n)
         else:
-            later = np.flatnonzero(xstart[n + 1:] >= t)
+            later = np.flatnonzero(xstart[n + 1 :] >= t)
             out.append(n + 1 + later[0] if len(later) else -1)
     return np.array(out)
 
@@ -105,8 +109,15 @@ def test_majority_waits_only_for_its_initiator():
 @pytest.mark.parametrize("name", ["eager-solo", "eager-majority", "wagma"])
 @pytest.mark.parametrize("period", [1, 3, 8])
 def test_staleness_never_exceeds_sync_period(name, period):
-    s = eager(name, **{"algorithm.sync_period": period, "algorithm.group_size": 4,
-                       "imbalance.slow": [2, 4], "imbalance.delay": 1.5})
+    s = eager(
+        name,
+        **{
+            "algorithm.sync_period": period,
+            "algorithm.group_size": 4,
+            "imbalance.slow": [2, 4],
+            "imbalance.delay": 1.5,
+        },
+    )
     it, rounds = run_tables(s)
     assert it.staleness.max() <= period
     assert it.staleness.max() >= (1 if period > 1 else 0)
@@ -161,7 +172,7 @@ def test_wagma_groups_for_any_sizes_partition_the_ranks(P, S):
     phases = phase_count(P, S)
     for k in range(2 * phases):
         reach = [set().union(*(reach[j] for j in butterfly_group(r, k % phases, P, S))) for r in range(P)]
-        if k == phases - 1 and S > 1 and S ** phases == P:
+        if k == phases - 1 and S > 1 and S**phases == P:
             assert all(len(x) == P for x in reach)
     assert all(len(x) == P for x in reach) or S == 1
 
@@ -185,8 +196,17 @@ def test_wagma_rounds_use_the_phase_groups_and_deposits():
 
 
 def test_lsgd_exchanges_when_the_total_count_crosses_a_multiple():
-    s = scenario(iterations=200, **{"algorithm.name": "lsgd", "algorithm.period": 4, "algorithm.global_period": 12,
-                                    "cluster.workers": 8, "cluster.workers_per_node": 4, **IMBALANCED})
+    s = scenario(
+        iterations=200,
+        **{
+            "algorithm.name": "lsgd",
+            "algorithm.period": 4,
+            "algorithm.global_period": 12,
+            "cluster.workers": 8,
+            "cluster.workers_per_node": 4,
+            **IMBALANCED,
+        },
+    )
     it, rounds = run_tables(s)
     assert len(rounds) > 5
     posts = it.sort_values(["t_post", "worker"], kind="stable").reset_index(drop=True)
@@ -229,15 +249,28 @@ def test_eager_balanced_is_the_sync_schedule(name):
 
 
 @pytest.mark.parametrize("name", ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"])
-@pytest.mark.parametrize("keys", [{}, IMBALANCED, {"cluster.workers": 1, "algorithm.group_size": 1},
-                                  {"network.alpha": 0.0, "network.beta": 0.0}],
-                         ids=["balanced", "imbalanced", "one-worker", "free-network"])
+@pytest.mark.parametrize(
+    "keys",
+    [{}, IMBALANCED, {"cluster.workers": 1, "algorithm.group_size": 1}, {"network.alpha": 0.0, "network.beta": 0.0}],
+    ids=["balanced", "imbalanced", "one-worker", "free-network"],
+)
 def test_every_worker_runs_every_iteration(name, keys):
-    s = scenario(iterations=64, **{"algorithm.name": name, "algorithm.group_size": 2, "algorithm.period": 4,
-                                   "algorithm.global_period": 8, "algorithm.sync_period": 5, **keys})
+    s = scenario(
+        iterations=64,
+        **{
+            "algorithm.name": name,
+            "algorithm.group_size": 2,
+            "algorithm.period": 4,
+            "algorithm.global_period": 8,
+            "algorithm.sync_period": 5,
+            **keys,
+        },
+    )
     it, rounds = run_tables(s)
     assert len(it) == s.workers * 64
     assert (it.groupby("worker").iteration.apply(list) == [list(range(64))] * s.workers).all()
-    assert (it.t_start.to_numpy()[1:][it.iteration.to_numpy()[1:] > 0]
-            == it.t_done.to_numpy()[:-1][it.iteration.to_numpy()[1:] > 0]).all()
+    assert (
+        it.t_start.to_numpy()[1:][it.iteration.to_numpy()[1:] > 0]
+        == it.t_done.to_numpy()[:-1][it.iteration.to_numpy()[1:] > 0]
+    ).all()
     assert list(rounds["round"]) == list(range(len(rounds)))

@@ -9,8 +9,21 @@ from stragglerlab.cli import main
 
 
 def test_simulate_compare_prints_summary_and_writes_both_folders(tmp_path, capsys):
-    code = main(["simulate", "--example", "eager-injected", "--set", "iterations=60", "--set", "cluster.workers=16",
-                 "--compare", "sync", "-o", str(tmp_path / "out")])
+    code = main(
+        [
+            "simulate",
+            "--example",
+            "eager-injected",
+            "--set",
+            "iterations=60",
+            "--set",
+            "cluster.workers=16",
+            "--compare",
+            "sync",
+            "-o",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     header = out.splitlines()[1].split()

@@ -15,10 +15,20 @@ from stragglerlab.simulator.scenario import load
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
 
-HYPERPLANE = {"workload.model": "hyperplane", "workload.dimension": 12, "workload.samples": 1200,
-              "workload.batch": 4, "cluster.workers": 6, "iterations": 30}
-SKEWED = {"imbalance.kind": "random-delay", "imbalance.slow": [1, 3], "imbalance.delay": 0.5,
-          "algorithm.sync_period": 7}
+HYPERPLANE = {
+    "workload.model": "hyperplane",
+    "workload.dimension": 12,
+    "workload.samples": 1200,
+    "workload.batch": 4,
+    "cluster.workers": 6,
+    "iterations": 30,
+}
+SKEWED = {
+    "imbalance.kind": "random-delay",
+    "imbalance.slow": [1, 3],
+    "imbalance.delay": 0.5,
+    "algorithm.sync_period": 7,
+}
 
 
 def identical(W: np.ndarray) -> bool:
@@ -65,8 +75,10 @@ def test_eager_without_imbalance_follows_the_sync_trajectory(name):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("name,late", [("eager-solo", "accumulate"), ("eager-solo", "drop"),
-                                       ("eager-majority", "accumulate"), ("sync", "accumulate")])
+@pytest.mark.parametrize(
+    "name,late",
+    [("eager-solo", "accumulate"), ("eager-solo", "drop"), ("eager-majority", "accumulate"), ("sync", "accumulate")],
+)
 def test_gradient_methods_keep_replicas_identical(name, late):
     seen, it = trace(scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": name, "algorithm.late": late}))
     for _, W in seen["round"]:
@@ -76,8 +88,7 @@ def test_gradient_methods_keep_replicas_identical(name, late):
 
 
 def test_wagma_replicas_identical_after_each_global_average_only():
-    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "wagma", "algorithm.group_size": 2,
-                                           "cluster.workers": 8})
+    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "wagma", "algorithm.group_size": 2, "cluster.workers": 8})
     seen, _ = trace(s, events=("averaged",))
     periodic = [W for m, W in seen["averaged"] if m % 7 == 6]
     assert len(periodic) == 4
@@ -119,8 +130,16 @@ class Probe:
 
 @pytest.mark.parametrize("late", ["accumulate", "drop"])
 def test_accumulate_applies_every_gradient_once_and_drop_only_the_fresh(late):
-    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "eager-solo", "algorithm.late": late,
-                                           "iterations": 28, "algorithm.lr": 1.0})
+    s = scenario(
+        **{
+            **HYPERPLANE,
+            **SKEWED,
+            "algorithm.name": "eager-solo",
+            "algorithm.late": late,
+            "iterations": 28,
+            "algorithm.lr": 1.0,
+        }
+    )
     seen, it = trace(s, Probe(s))
     applied = -s.workers * seen["round"][-1][1][0]  # divide_by = workers, lr 1: each application adds -1/P
     expected = np.ones(len(it)) if late == "accumulate" else it["fresh"].to_numpy(dtype=float)
@@ -130,10 +149,20 @@ def test_accumulate_applies_every_gradient_once_and_drop_only_the_fresh(late):
 
 
 def test_lsgd_pulls_each_worker_toward_its_leaders_chosen_by_running_mean_loss():
-    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "lsgd", "cluster.workers": 6,
-                                           "cluster.workers_per_node": 3, "algorithm.period": 3,
-                                           "algorithm.global_period": 6, "algorithm.pull": 0.3,
-                                           "algorithm.global_pull": 0.2, "iterations": 40})
+    s = scenario(
+        **{
+            **HYPERPLANE,
+            **SKEWED,
+            "algorithm.name": "lsgd",
+            "cluster.workers": 6,
+            "cluster.workers_per_node": 3,
+            "algorithm.period": 3,
+            "algorithm.global_period": 6,
+            "algorithm.pull": 0.3,
+            "algorithm.global_pull": 0.2,
+            "iterations": 40,
+        }
+    )
     losses = np.random.default_rng(3).random((s.workers, s.iterations))
     seen, it = trace(s, Probe(s, losses, dimension=5 * s.workers), events=("exchange", "round"))
     _, rounds = run_tables(s)
@@ -143,7 +172,7 @@ def test_lsgd_pulls_each_worker_toward_its_leaders_chosen_by_running_mean_loss()
             mine = it[(it["worker"] == j) & (it["round"] >= 0) & (it["round"] <= m)]["iteration"]
             assert mean[j] == pytest.approx(losses[j, mine.to_numpy()[-10:]].mean())
         node = np.arange(s.workers) // 3
-        local = np.array([3 * k + np.argmin(mean[3 * k: 3 * k + 3]) for k in node])
+        local = np.array([3 * k + np.argmin(mean[3 * k : 3 * k + 3]) for k in node])
         expected = X - 0.3 * (X - X[local])
         if rounds["group"].iat[m] == -1:
             expected -= 0.2 * (X - X[np.argmin(mean)])
@@ -172,9 +201,17 @@ def test_timing_only_runs_write_no_evals(tmp_path):
 
 
 def test_evals_at_intervals_of_simulated_time_and_of_iterations_and_per_replica():
-    s = scenario(**{**HYPERPLANE, **SKEWED, "algorithm.name": "wagma", "algorithm.group_size": 2,
-                    "evals.every_iterations": 0,
-                    "evals.every_seconds": 1.0, "evals.replicas": True})
+    s = scenario(
+        **{
+            **HYPERPLANE,
+            **SKEWED,
+            "algorithm.name": "wagma",
+            "algorithm.group_size": 2,
+            "evals.every_iterations": 0,
+            "evals.every_seconds": 1.0,
+            "evals.replicas": True,
+        }
+    )
     it, rounds = run_tables(s)
     rows = list(replay(s, load_workload(s), it, rounds))
     averaged = [r for r in rows if r[2] == -1]

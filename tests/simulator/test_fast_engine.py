@@ -23,10 +23,15 @@ def fast_tables(s, window=16):
 
     FastEngine(s, keep, rounds.append, window=window).run()
     it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
-    r = (pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names] if rounds
-         else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names}))
-    return (it.sort_values(["worker", "iteration"]).reset_index(drop=True),
-            r.sort_values("round").reset_index(drop=True))
+    r = (
+        pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names]
+        if rounds
+        else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names})
+    )
+    return (
+        it.sort_values(["worker", "iteration"]).reset_index(drop=True),
+        r.sort_values("round").reset_index(drop=True),
+    )
 
 
 def assert_same_tables(s, window=16):
@@ -46,8 +51,9 @@ ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sg
 
 compute_models = st.one_of(
     st.fixed_dictionaries({"dist": st.just("constant"), "mean": st.floats(0.01, 1.0)}),
-    st.fixed_dictionaries({"dist": st.sampled_from(["lognormal", "gamma"]), "mean": st.floats(0.01, 1.0),
-                           "cv": st.floats(0.05, 2.0)}),
+    st.fixed_dictionaries(
+        {"dist": st.sampled_from(["lognormal", "gamma"]), "mean": st.floats(0.01, 1.0), "cv": st.floats(0.05, 2.0)}
+    ),
     st.fixed_dictionaries({"dist": st.just("pareto"), "mean": st.floats(0.01, 1.0), "shape": st.floats(1.1, 4.0)}),
 )
 
@@ -93,41 +99,70 @@ def test_fast_equals_reference_on_random_scenarios(s, window):
 @pytest.mark.parametrize("late", ["accumulate", "drop"])
 @pytest.mark.parametrize("sync_period", [0, 1, 5])
 def test_fast_equals_reference_for_every_option(name, late, sync_period):
-    s = scenario(iterations=80, **{"algorithm.name": name, "algorithm.late": late,
-                                   "algorithm.sync_period": sync_period, "algorithm.group_size": 3,
-                                   "algorithm.period": 4, "algorithm.global_period": 12,
-                                   "cluster.workers": 9, "cluster.workers_per_node": 3,
-                                   "imbalance.kind": "random-delay", "imbalance.slow": [1, 4],
-                                   "imbalance.delay": 0.7,
-                                   "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5}})
+    s = scenario(
+        iterations=80,
+        **{
+            "algorithm.name": name,
+            "algorithm.late": late,
+            "algorithm.sync_period": sync_period,
+            "algorithm.group_size": 3,
+            "algorithm.period": 4,
+            "algorithm.global_period": 12,
+            "cluster.workers": 9,
+            "cluster.workers_per_node": 3,
+            "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 4],
+            "imbalance.delay": 0.7,
+            "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+        },
+    )
     assert_same_tables(s, window=8)
 
 
 def test_a_persistent_straggler_without_sync_rounds_grows_the_window_and_queues():
     # worker 0 is 40 times slower and nothing forces it to catch up: its late gradients pile up
-    s = scenario(iterations=300, **{"algorithm.name": "eager-solo", "algorithm.sync_period": 0,
-                                    "imbalance.kind": "persistent", "imbalance.factors": {"0": 40.0}})
+    s = scenario(
+        iterations=300,
+        **{
+            "algorithm.name": "eager-solo",
+            "algorithm.sync_period": 0,
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"0": 40.0},
+        },
+    )
     assert_same_tables(s, window=4)
 
 
 def test_trace_driven(tmp_path):
     np.save(tmp_path / "c.npy", np.random.default_rng(0).exponential(0.1, size=(13, 6)))
     for name in ALGORITHMS:
-        assert_same_tables(scenario(iterations=50, **{"algorithm.name": name, "cluster.workers": 6,
-                                                      "algorithm.group_size": 2, "algorithm.period": 3,
-                                                      "algorithm.global_period": 6, "imbalance.kind": "trace",
-                                                      "imbalance.file": str(tmp_path / "c.npy")}))
+        assert_same_tables(
+            scenario(
+                iterations=50,
+                **{
+                    "algorithm.name": name,
+                    "cluster.workers": 6,
+                    "algorithm.group_size": 2,
+                    "algorithm.period": 3,
+                    "algorithm.global_period": 6,
+                    "imbalance.kind": "trace",
+                    "imbalance.file": str(tmp_path / "c.npy"),
+                },
+            )
+        )
 
 
 def test_compilation_is_cached_across_processes(tmp_path):
-    script = ("from stragglerlab.simulator.fast.engine import FastEngine\n"
-              "from stragglerlab.simulator.fast import kernels\n"
-              "from tests.helpers import scenario\n"
-              "for name in ('eager-solo', 'lsgd'):\n"
-              "    FastEngine(scenario(**{'algorithm.name': name}), lambda r: None, lambda r: None).run()\n"
-              "k = (kernels.round_kernel, kernels.lsgd_kernel)\n"
-              "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
-              " sum(sum(f.stats.cache_hits.values()) for f in k))\n")
+    script = (
+        "from stragglerlab.simulator.fast.engine import FastEngine\n"
+        "from stragglerlab.simulator.fast import kernels\n"
+        "from tests.helpers import scenario\n"
+        "for name in ('eager-solo', 'lsgd'):\n"
+        "    FastEngine(scenario(**{'algorithm.name': name}), lambda r: None, lambda r: None).run()\n"
+        "k = (kernels.round_kernel, kernels.lsgd_kernel)\n"
+        "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
+        " sum(sum(f.stats.cache_hits.values()) for f in k))\n"
+    )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
@@ -140,12 +175,22 @@ def test_compilation_is_cached_across_processes(tmp_path):
 def test_both_engines_write_byte_identical_run_folders(tmp_path, name):
     from stragglerlab.simulator.run import simulate
 
-    s = scenario(iterations=50, **{"algorithm.name": name, "algorithm.group_size": 2, "algorithm.period": 4,
-                                   "algorithm.global_period": 8, "imbalance.kind": "random-delay",
-                                   "imbalance.slow": [1, 3],
-                                   "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5}})
-    ref, fast = simulate(s.replace(engine="reference"), tmp_path / "r"), simulate(s.replace(engine="fast"),
-                                                                                   tmp_path / "f")
+    s = scenario(
+        iterations=50,
+        **{
+            "algorithm.name": name,
+            "algorithm.group_size": 2,
+            "algorithm.period": 4,
+            "algorithm.global_period": 8,
+            "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 3],
+            "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+        },
+    )
+    ref, fast = (
+        simulate(s.replace(engine="reference"), tmp_path / "r"),
+        simulate(s.replace(engine="fast"), tmp_path / "f"),
+    )
     from stragglerlab.analysis.runfolder import load_run
 
     assert load_run(ref).meta["engine"] == "reference" and load_run(fast).meta["engine"] == "fast"
@@ -172,8 +217,10 @@ def test_summary_only_memory_does_not_grow_with_iterations(tmp_path):
     from stragglerlab.simulator.run import simulate
 
     def peak(iterations):
-        s = scenario(iterations=iterations, **{"cluster.workers": 20_000, "algorithm.name": "eager-solo",
-                                               "imbalance.kind": "random-delay"})
+        s = scenario(
+            iterations=iterations,
+            **{"cluster.workers": 20_000, "algorithm.name": "eager-solo", "imbalance.kind": "random-delay"},
+        )
         tracemalloc.start()
         simulate(s, tmp_path / str(iterations), tables=())
         _, top = tracemalloc.get_traced_memory()
@@ -188,8 +235,15 @@ def test_convergence_is_the_same_on_both_engines(tmp_path):
     from stragglerlab.analysis.runfolder import load_run
     from stragglerlab.simulator.run import simulate
 
-    s = scenario(iterations=30, **{"algorithm.name": "eager-solo", "workload.model": "hyperplane",
-                                   "imbalance.kind": "random-delay", "evals.every_iterations": 5})
+    s = scenario(
+        iterations=30,
+        **{
+            "algorithm.name": "eager-solo",
+            "workload.model": "hyperplane",
+            "imbalance.kind": "random-delay",
+            "evals.every_iterations": 5,
+        },
+    )
     ref = load_run(simulate(s.replace(engine="reference"), tmp_path / "r")).evals
     fast = load_run(simulate(s.replace(engine="fast"), tmp_path / "f")).evals
     assert len(ref) > 3 and ref.equals(fast)

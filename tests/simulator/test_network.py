@@ -17,10 +17,12 @@ def test_allreduce_formulas(p):
     a, b, g, n = 2e-6, 1e-9, 5e-10, 4096.0
     lg = math.ceil(math.log2(p))
     assert flat_allreduce("ring", p, n, a, b, g) == pytest.approx(
-        2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g)
+        2 * (p - 1) * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g
+    )
     assert flat_allreduce("recursive-doubling", p, n, a, b, g) == pytest.approx(lg * (a + n * b + n * g))
     assert flat_allreduce("rabenseifner", p, n, a, b, g) == pytest.approx(
-        2 * lg * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g)
+        2 * lg * a + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g
+    )
     assert flat_allreduce("tree", p, n, a, b, g) == pytest.approx(2 * lg * (a + n * b) + lg * n * g)
 
 
@@ -38,16 +40,26 @@ def test_single_worker_costs_nothing():
 
 
 def test_p2p_and_activation():
-    net = NetworkModel.of(scenario(**{"network.alpha": 1e-6, "network.beta": 1e-9, "network.intra_alpha": 1e-7,
-                                      "network.intra_beta": 1e-10}))
+    net = NetworkModel.of(
+        scenario(
+            **{"network.alpha": 1e-6, "network.beta": 1e-9, "network.intra_alpha": 1e-7, "network.intra_beta": 1e-10}
+        )
+    )
     assert net.p2p(1000) == pytest.approx(1e-6 + 1e-6)
     assert net.p2p(1000, intra=True) == pytest.approx(1e-7 + 1e-7)
     assert net.activation(8) == pytest.approx(3e-6) and net.activation(9) == pytest.approx(4e-6)
 
 
 def test_hierarchical_allreduce():
-    keys = {"cluster.workers": 16, "cluster.workers_per_node": 4, "network.alpha": 1e-6, "network.beta": 1e-9,
-            "network.intra_alpha": 1e-7, "network.intra_beta": 1e-10, "network.gamma": 1e-11}
+    keys = {
+        "cluster.workers": 16,
+        "cluster.workers_per_node": 4,
+        "network.alpha": 1e-6,
+        "network.beta": 1e-9,
+        "network.intra_alpha": 1e-7,
+        "network.intra_beta": 1e-10,
+        "network.gamma": 1e-11,
+    }
     net = NetworkModel.of(scenario(**keys))
     n = 1e5
     inside = 2 * (1e-7 + n * 1e-10) + 2 * n * 1e-11

@@ -14,9 +14,14 @@ from stragglerlab.simulator.run import simulate
 from tests.helpers import scenario
 
 ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
-NOISY = {"imbalance.kind": "random-delay", "imbalance.slow": [1, 2],
-         "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.4},
-         "algorithm.group_size": 4, "algorithm.period": 4, "algorithm.global_period": 8}
+NOISY = {
+    "imbalance.kind": "random-delay",
+    "imbalance.slow": [1, 2],
+    "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.4},
+    "algorithm.group_size": 4,
+    "algorithm.period": 4,
+    "algorithm.global_period": 8,
+}
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

@@ -6,9 +6,9 @@ import sys
 import numpy as np
 import pytest
 
+from stragglerlab.cli import main
 from stragglerlab.simulator.catalog import example_path, examples
 from stragglerlab.simulator.scenario import ScenarioError, load, to_dict
-from stragglerlab.cli import main
 
 FULL = """
 name = "full"
@@ -59,12 +59,14 @@ def test_every_key_of_design_is_loaded():
     assert s.algorithm.late == "drop" and s.algorithm.global_pull == 0.05 and s.algorithm.momentum == 0.9
     # the resolved form round-trips
     from stragglerlab.simulator.scenario import from_dict
+
     assert from_dict(to_dict(s)) == s
 
 
 def test_overrides_are_validated_like_the_file():
-    s = load(text=FULL, overrides=["algorithm.name=wagma", "cluster.workers=32", "workload.compute.mean=0.5",
-                                   "name=renamed"])
+    s = load(
+        text=FULL, overrides=["algorithm.name=wagma", "cluster.workers=32", "workload.compute.mean=0.5", "name=renamed"]
+    )
     assert (s.algorithm.name, s.workers, s.workload.compute.mean, s.name) == ("wagma", 32, 0.5, "renamed")
     with pytest.raises(ScenarioError, match=r"^--set: cluster.workers = -1: must be a positive integer$"):
         load(text=FULL, overrides=["cluster.workers=-1"])
@@ -81,8 +83,7 @@ def test_every_example_loads_and_there_are_five():
         s = load(example_path(name))
         assert s.name == name and names[name]
     inj = load(example_path("eager-injected"))
-    assert (inj.workers, inj.workload.compute.mean, inj.imbalance.slow, inj.imbalance.delay) == (64, 0.3, (1, 2),
-                                                                                                 0.32)
+    assert (inj.workers, inj.workload.compute.mean, inj.imbalance.slow, inj.imbalance.delay) == (64, 0.3, (1, 2), 0.32)
     assert load(example_path("eager-balanced")).imbalance.kind == "none"
     w = load(example_path("wagma-1024"))
     assert (w.workers, w.algorithm.group_size, w.algorithm.name) == (1024, 8, "wagma")
@@ -96,23 +97,23 @@ MALFORMED = [
     ("[cluster]\nworkrs = 4", "unknown key cluster.workrs"),
     ("[cluster]\nworkers = -4", "cluster.workers = -4: must be a positive integer"),
     ("[cluster]\nworkers = 2.5", "cluster.workers = 2.5: must be a positive integer"),
-    ("[algorithm]\nname = \"hogwild\"", 'algorithm.name = "hogwild": must be one of sync'),
-    ("[algorithm]\nname = \"wagma\"\ngroup_size = 16", "algorithm.group_size = 16: must be at most cluster.workers"),
-    ("[imbalance]\nkind = \"trace\"\nfile = \"missing.npy\"", "no such file"),
-    ("[imbalance]\nkind = \"trace\"\nfile = \"WRONG\"", "shape (3, 5) must be (iterations, 8)"),
-    ("[imbalance]\nkind = \"trace\"", "imbalance.file = None: must be given for kind = trace"),
+    ('[algorithm]\nname = "hogwild"', 'algorithm.name = "hogwild": must be one of sync'),
+    ('[algorithm]\nname = "wagma"\ngroup_size = 16', "algorithm.group_size = 16: must be at most cluster.workers"),
+    ('[imbalance]\nkind = "trace"\nfile = "missing.npy"', "no such file"),
+    ('[imbalance]\nkind = "trace"\nfile = "WRONG"', "shape (3, 5) must be (iterations, 8)"),
+    ('[imbalance]\nkind = "trace"', "imbalance.file = None: must be given for kind = trace"),
     ("[network]\nalpha = -1e-6", "network.alpha = -1e-06: must be a number >= 0"),
-    ("[network]\nallreduce = \"butterfly\"", 'network.allreduce = "butterfly": must be one of ring'),
-    ("[workload]\ncompute = { dist = \"weibull\", mean = 1 }", "workload.compute.dist"),
-    ("[workload]\ncompute = { dist = \"lognormal\", mean = 1 }", "workload.compute.cv = None: must be given"),
-    ("[workload]\ncompute = { dist = \"pareto\", mean = 1, shape = 0.5 }", "workload.compute.shape = 0.5"),
-    ("[imbalance]\nkind = \"random-delay\"\nslow = [3, 1]", "imbalance.slow = [3, 1]: must be [min, max]"),
-    ("[imbalance]\nkind = \"random-delay\"\nslow = [1, 9]", "imbalance.slow = [1, 9]: must be a range within"),
-    ("[imbalance]\nkind = \"persistent\"\nfactors = { 9 = 2.0 }", "imbalance.factors"),
-    ("[algorithm]\nlate = \"keep\"", 'algorithm.late = "keep": must be one of accumulate, drop'),
+    ('[network]\nallreduce = "butterfly"', 'network.allreduce = "butterfly": must be one of ring'),
+    ('[workload]\ncompute = { dist = "weibull", mean = 1 }', "workload.compute.dist"),
+    ('[workload]\ncompute = { dist = "lognormal", mean = 1 }', "workload.compute.cv = None: must be given"),
+    ('[workload]\ncompute = { dist = "pareto", mean = 1, shape = 0.5 }', "workload.compute.shape = 0.5"),
+    ('[imbalance]\nkind = "random-delay"\nslow = [3, 1]', "imbalance.slow = [3, 1]: must be [min, max]"),
+    ('[imbalance]\nkind = "random-delay"\nslow = [1, 9]', "imbalance.slow = [1, 9]: must be a range within"),
+    ('[imbalance]\nkind = "persistent"\nfactors = { 9 = 2.0 }', "imbalance.factors"),
+    ('[algorithm]\nlate = "keep"', 'algorithm.late = "keep": must be one of accumulate, drop'),
     ("[algorithm]\nmomentum = 1.5", "algorithm.momentum = 1.5: must be a number in [0, 1)"),
     ("iterations = 0", "iterations = 0: must be a positive integer"),
-    ("seed = \"one\"", 'seed = "one": must be an integer >= 0'),
+    ('seed = "one"', 'seed = "one": must be an integer >= 0'),
     ("cluster = 4", "cluster = 4: must be a table"),
     ("[cluster\nworkers = 4", "not valid TOML"),
     ("[cluster]\nworkers = 4\nworkers_per_node = 8", "cluster.workers_per_node = 8"),
@@ -141,10 +142,15 @@ def test_malformed_scenarios_give_one_line_and_status_2(tmp_path, capsys, wrong_
 def test_errors_in_a_real_process_have_no_traceback(tmp_path):
     path = tmp_path / "bad.toml"
     path.write_text("[cluster]\nworkers = 0\n")
-    proc = subprocess.run([sys.executable, "-m", "stragglerlab.cli", "simulate", str(path)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stragglerlab.cli", "simulate", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stderr == f"stragglerlab simulate: error: {path}: cluster.workers = 0: must be a positive integer\n"
-    proc = subprocess.run([sys.executable, "-m", "stragglerlab.cli", "simulate", "--example", "nope"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stragglerlab.cli", "simulate", "--example", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "no such example" in proc.stderr and proc.stderr.count("\n") == 1

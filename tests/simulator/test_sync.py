@@ -7,17 +7,27 @@ from stragglerlab.simulator.network import NetworkModel, message_bytes
 from tests.helpers import run_tables, scenario
 
 
-@pytest.mark.parametrize("workers,wpn,algo", [(1, 1, "ring"), (5, 1, "ring"), (8, 2, "tree"),
-                                              (13, 4, "rabenseifner"), (32, 1, "recursive-doubling")])
+@pytest.mark.parametrize(
+    "workers,wpn,algo",
+    [(1, 1, "ring"), (5, 1, "ring"), (8, 2, "tree"), (13, 4, "rabenseifner"), (32, 1, "recursive-doubling")],
+)
 def test_sync_equals_closed_form_on_trace(tmp_path, workers, wpn, algo):
     rng = np.random.default_rng(workers)
     trace = rng.gamma(2.0, 0.05, size=(17, workers))
     trace[3, 0] = 0.0  # a zero compute time is allowed
     np.save(tmp_path / "c.npy", trace)
-    s = scenario(iterations=30, **{"cluster.workers": workers, "cluster.workers_per_node": wpn,
-                                   "network.allreduce": algo, "network.intra_alpha": 1e-7,
-                                   "imbalance.kind": "trace", "imbalance.file": str(tmp_path / "c.npy"),
-                                   "workload.params": 123_456})
+    s = scenario(
+        iterations=30,
+        **{
+            "cluster.workers": workers,
+            "cluster.workers_per_node": wpn,
+            "network.allreduce": algo,
+            "network.intra_alpha": 1e-7,
+            "imbalance.kind": "trace",
+            "imbalance.file": str(tmp_path / "c.npy"),
+            "workload.params": 123_456,
+        },
+    )
     it, rounds = run_tables(s)
     t_ar = NetworkModel.of(s).allreduce(workers, message_bytes(s))
     t = np.zeros(31)

@@ -13,8 +13,14 @@ from stragglerlab.simulator.workloads import load
 from stragglerlab.simulator.workloads.sharding import Shards
 from tests.helpers import scenario
 
-SMALL = {"workload.dimension": 5, "workload.samples": 400, "workload.batch": 3, "workload.classes": 3,
-         "workload.hidden": [4, 3], "cluster.workers": 4}
+SMALL = {
+    "workload.dimension": 5,
+    "workload.samples": 400,
+    "workload.batch": 3,
+    "workload.classes": 3,
+    "workload.hidden": [4, 3],
+    "cluster.workers": 4,
+}
 
 
 @pytest.mark.parametrize("model", ["hyperplane", "logistic", "mlp"])
@@ -28,10 +34,12 @@ def test_gradient_matches_finite_differences(model):
     eps = 1e-6
     for k in range(2):
         for i in rng.choice(wl.dimension, min(6, wl.dimension), replace=False):
-            up, down = W[k:k + 1].copy(), W[k:k + 1].copy()
+            up, down = W[k : k + 1].copy(), W[k : k + 1].copy()
             up[0, i] += eps
             down[0, i] -= eps
-            numeric = (wl.gradient(up, batches[k:k + 1])[1][0] - wl.gradient(down, batches[k:k + 1])[1][0]) / (2 * eps)
+            numeric = (wl.gradient(up, batches[k : k + 1])[1][0] - wl.gradient(down, batches[k : k + 1])[1][0]) / (
+                2 * eps
+            )
             assert G[k, i] == pytest.approx(numeric, rel=1e-4, abs=1e-7)
 
 
@@ -71,8 +79,16 @@ def test_torch_workload_trains_through_the_bridge(tmp_path):
     from stragglerlab.analysis.runfolder import load_run
     from stragglerlab.simulator.run import simulate
 
-    s = scenario(**{"workload.model": "tests.simulator.torch_task:tiny", "workload.batch": 8, "cluster.workers": 4,
-                    "iterations": 30, "algorithm.name": "eager-solo", "algorithm.lr": 0.2})
+    s = scenario(
+        **{
+            "workload.model": "tests.simulator.torch_task:tiny",
+            "workload.batch": 8,
+            "cluster.workers": 4,
+            "iterations": 30,
+            "algorithm.name": "eager-solo",
+            "algorithm.lr": 0.2,
+        }
+    )
     run = load_run(simulate(s, tmp_path / "run"))
     assert run.meta["scenario"]["workload"]["params"] == 4 * 2 + 2
     ev = run.evals[run.evals["worker"] == -1]
