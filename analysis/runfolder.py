@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -56,6 +57,33 @@ SCHEMAS: dict[str, pa.Schema] = {
 #: the order of a finished table's rows
 SORT_KEYS = {"iterations": ["worker", "iteration"], "rounds": ["round"], "evals": ["t", "iteration", "worker"]}
 TABLES = tuple(SCHEMAS)
+#: what an engine or a real run records of each worker-iteration; the other columns of ``iterations`` follow from it
+RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh")
+
+
+def iteration_columns(recorded: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Every column of the ``iterations`` table from the :data:`RECORDED` ones: ``compute = t_post − t_start``,
+    ``wait = t_done − t_post`` and ``staleness = round − model_version``, or −1 when no round carried the
+    contribution (``round`` −1)."""
+    out = {name: np.asarray(recorded[name]) for name in RECORDED}
+    out["compute"] = out["t_post"] - out["t_start"]
+    out["wait"] = out["t_done"] - out["t_post"]
+    out["staleness"] = np.where(out["round"] >= 0, out["round"] - out["model_version"], -1)
+    return {name: out[name] for name in SCHEMAS["iterations"].names}
+
+
+def columns(table: str, rows: list[tuple]) -> dict[str, np.ndarray]:
+    """Rows (at least one) as columns: ``iterations`` rows hold the :data:`RECORDED` fields (the others are
+    derived), rows of the other tables every column of :data:`SCHEMAS`, in order."""
+    names = RECORDED if table == "iterations" else SCHEMAS[table].names
+    arrays = {n: np.asarray(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
+    return iteration_columns(arrays) if table == "iterations" else arrays
+
+
+def arrow(table: str, columns: Mapping[str, Any]) -> pa.Table:
+    """One of the run folder's tables from one array per column of :data:`SCHEMAS` (extra columns are ignored)."""
+    schema = SCHEMAS[table]
+    return pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
 
 
 def _table_path(folder: Path, table: str) -> Path:
@@ -83,17 +111,16 @@ class RunWriter:
         self._write_meta()
 
     def add(self, table: str, row: tuple) -> None:
-        """Append one row (in the column order of :data:`SCHEMAS`)."""
+        """Append one row (as :func:`columns` reads rows)."""
         self._rows[table].append(row)
         self._count(1)
 
-    def add_block(self, table: str, columns: Mapping[str, Any]) -> None:
+    def add_block(self, table: str, block: Mapping[str, Any]) -> None:
         """Append many rows at once: one array per column of :data:`SCHEMAS`."""
         self._settle(table)
-        schema = SCHEMAS[table]
-        block = pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
-        self._chunks[table].append(block)
-        self._count(len(block))
+        data = arrow(table, block)
+        self._chunks[table].append(data)
+        self._count(len(data))
 
     def _count(self, rows: int) -> None:
         before, self._buffered = self._buffered, self._buffered + rows
@@ -106,13 +133,7 @@ class RunWriter:
         """Turn the rows added one by one into a block."""
         rows = self._rows[table]
         if rows:
-            columns = zip(*rows, strict=True)
-            self._chunks[table].append(
-                pa.Table.from_arrays(
-                    [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMAS[table], strict=True)],
-                    schema=SCHEMAS[table],
-                )
-            )
+            self._chunks[table].append(arrow(table, columns(table, rows)))
             rows.clear()
 
     def flush(self) -> None:

@@ -13,14 +13,11 @@ the folder readable with ``finished = false``.
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import socket
 import sys
 import threading
 import traceback
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +32,8 @@ from stragglerlab.realrun.parts import RankParts
 from stragglerlab.realrun.replica import make_replica
 from stragglerlab.realrun.watchdog import LIVE, Watchdog
 from stragglerlab.simulator.convergence import Evaluations
-from stragglerlab.simulator.run import network_record, versions
-from stragglerlab.simulator.scenario import Scenario, to_dict
+from stragglerlab.simulator.provenance import meta
+from stragglerlab.simulator.scenario import Scenario
 
 
 class _ReplicaEvaluator:
@@ -53,25 +50,10 @@ class _ReplicaEvaluator:
 def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
     from mpi4py import MPI
 
-    extra = {
-        "python": platform.python_version(),
-        "mpi4py": metadata.version("mpi4py"),
-        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
-    }
-    if "torch" in sys.modules:
-        extra["torch"] = sys.modules["torch"].__version__
-    return {
-        "source": "real",
-        "backend": backend,
-        "scenario": to_dict(scenario),
-        "seed": scenario.seed,
-        "network": network_record(scenario),
-        "versions": {**versions(), **extra},
-        "host": hosts[0],
-        "hosts": hosts,
-        "ranks": comm.Get_size(),
-        "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    mpi = MPI.Get_library_version().splitlines()[0].strip()
+    return meta(
+        scenario, "real", backend=backend, versions={"mpi": mpi}, host=hosts[0], hosts=hosts, ranks=comm.Get_size()
+    )
 
 
 class SharedError(UserError):

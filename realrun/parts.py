@@ -14,10 +14,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stragglerlab.analysis.runfolder import SCHEMAS, TABLES
+from stragglerlab.analysis.runfolder import TABLES, arrow, columns
 
 
 class RankParts:
@@ -30,7 +29,7 @@ class RankParts:
         self._last = time.monotonic()
 
     def add(self, table: str, row: tuple) -> None:
-        """One row, in the column order of :data:`~stragglerlab.analysis.runfolder.SCHEMAS`."""
+        """One row, as :func:`~stragglerlab.analysis.runfolder.columns` reads rows."""
         self._rows[table].append(row)
 
     def due(self) -> bool:
@@ -41,11 +40,7 @@ class RankParts:
         for table, rows in self._rows.items():
             if not rows:
                 continue
-            schema = SCHEMAS[table]
-            columns = list(zip(*rows, strict=True))
-            data = pa.Table.from_arrays(
-                [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
-            )
+            data = arrow(table, columns(table, rows))
             directory = self.folder / f"{table}.parquet"
             name = f"part-r{self.rank:05d}-{self._count:06d}.parquet"
             pq.write_table(data, directory / f".{name}.tmp")

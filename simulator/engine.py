@@ -59,19 +59,15 @@ class Call:
         self.done: simpy.Event | None = None
 
     def row(self) -> tuple:
-        """The row of the ``iterations`` table (columns of ``stragglerlab.analysis.runfolder.SCHEMAS``)."""
-        r = self.round
+        """What the ``iterations`` table records of this call (:data:`~stragglerlab.analysis.runfolder.RECORDED`)."""
         return (
             self.worker,
             self.iteration,
             self.t_start,
             self.t_post,
             self.t_done,
-            self.t_post - self.t_start,
-            self.t_done - self.t_post,
-            r,
+            self.round,
             self.model_version,
-            r - self.model_version if r >= 0 else -1,
             self.fresh,
         )
 

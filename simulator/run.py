@@ -2,44 +2,19 @@
 
 from __future__ import annotations
 
-import platform
-import socket
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from stragglerlab.analysis.metrics import Tally
-from stragglerlab.analysis.runfolder import SCHEMAS, RunWriter
+from stragglerlab.analysis.runfolder import RunWriter, columns, iteration_columns
 from stragglerlab.simulator.convergence import Schedule, replay
 from stragglerlab.simulator.engine import Engine
-from stragglerlab.simulator.network import NetworkModel, message_bytes
-from stragglerlab.simulator.scenario import Scenario, to_dict
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for package in ("stragglerlab", "numpy", "pandas", "pyarrow", "simpy", "numba"):
-        try:
-            out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            out[package] = "not installed"
-    return out
-
-
-def network_record(scenario: Scenario) -> dict[str, float]:
-    """The cost model's figures for this scenario, reported beside the simulated rounds."""
-    net, n, P = NetworkModel.of(scenario), message_bytes(scenario), scenario.workers
-    return {
-        "message_bytes": n,
-        "activation": net.activation(P),
-        "allreduce": net.allreduce(P, n),
-        "lower_bound": net.lower_bound(P, n),
-    }
+from stragglerlab.simulator.provenance import meta
+from stragglerlab.simulator.scenario import Scenario
 
 
 class _Tables:
@@ -53,13 +28,16 @@ class _Tables:
         self.writer, self.keep, self.tally, self.schedule = writer, keep, tally, schedule
         self._rows: dict[str, list[tuple]] = {"iterations": [], "rounds": []}
 
-    def iterations(self, columns: Mapping[str, Any]) -> None:
-        """A block of rows; its arrays may be views the engine reuses, so what is kept is copied."""
+    def iterations(self, recorded: Mapping[str, Any]) -> None:
+        """A block of recorded rows; its arrays may be views the engine reuses, so what is kept is copied."""
+        self._iterations(iteration_columns(recorded))
+
+    def _iterations(self, block: dict[str, np.ndarray]) -> None:
         if "iterations" in self.keep:
-            self.writer.add_block("iterations", {name: np.array(columns[name]) for name in SCHEMAS["iterations"].names})
-        self.tally.add(columns)
+            self.writer.add_block("iterations", {name: np.array(column) for name, column in block.items()})
+        self.tally.add(block)
         if self.schedule is not None:
-            self.schedule.add_iterations(columns)
+            self.schedule.add_iterations(block)
 
     def rounds(self, columns: Mapping[str, Any]) -> None:
         if "rounds" in self.keep:
@@ -85,8 +63,7 @@ class _Tables:
         for table in tables or tuple(self._rows):
             rows = self._rows[table]
             if rows:
-                names = SCHEMAS[table].names
-                getattr(self, table)({n: np.asarray(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)})
+                (self._iterations if table == "iterations" else self.rounds)(columns(table, rows))
                 rows.clear()
 
 
@@ -125,18 +102,8 @@ def simulate(
         workload = load_workload(scenario)
         scenario = scenario.replace(**{"workload.params": workload.dimension})
     engine = engine_for(scenario)
-    meta = {
-        "source": "sim",
-        "engine": engine,
-        "scenario": to_dict(scenario),
-        "seed": scenario.seed,
-        "network": network_record(scenario),
-        "versions": versions(),
-        "host": socket.gethostname(),
-        "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
     started = time.perf_counter()
-    with RunWriter(folder, meta) as writer:
+    with RunWriter(folder, meta(scenario, "sim", engine=engine)) as writer:
         tally = Tally()
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)

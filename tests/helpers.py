@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.analysis.runfolder import SCHEMAS, columns
 from stragglerlab.simulator.engine import Engine
 from stragglerlab.simulator.scenario import Scenario, from_dict
 
@@ -37,7 +37,7 @@ def run_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The (iterations, rounds) tables of one reference-engine run, sorted as in a finished run folder."""
     sink = ListSink()
     Engine(s, sink).run()
-    it = pd.DataFrame(sink.iterations, columns=SCHEMAS["iterations"].names)
+    it = pd.DataFrame(columns("iterations", sink.iterations))
     rounds = pd.DataFrame(sink.rounds, columns=SCHEMAS["rounds"].names)
     return (
         it.sort_values(["worker", "iteration"]).reset_index(drop=True),

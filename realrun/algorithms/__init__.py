@@ -27,20 +27,8 @@ Sink = Callable[[str, tuple], None]
 def iteration_row(
     worker: int, n: int, t_start: float, t_post: float, t_done: float, round_: int, model_version: int, fresh: bool
 ) -> tuple:
-    """A row of the ``iterations`` table (DESIGN §3)."""
-    return (
-        worker,
-        n,
-        t_start,
-        t_post,
-        t_done,
-        t_post - t_start,
-        t_done - t_post,
-        round_,
-        model_version,
-        round_ - model_version if round_ >= 0 else -1,
-        bool(fresh),
-    )
+    """What a rank records of one iteration (:data:`~stragglerlab.analysis.runfolder.RECORDED`)."""
+    return (worker, n, t_start, t_post, t_done, round_, model_version, bool(fresh))
 
 
 def synchronous_round(m: int, kind: str, posts: np.ndarray, t_done: float, group: int = -1) -> tuple:

@@ -11,11 +11,10 @@ the caller only aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from stragglerlab.analysis.runfolder import SCHEMAS
 from stragglerlab.simulator.algorithms import make
 from stragglerlab.simulator.algorithms.lsgd import Lsgd
 from stragglerlab.simulator.fast import kernels as K
@@ -32,45 +31,22 @@ def supports(scenario: Scenario) -> bool:
     return scenario.algorithm.name in SUPPORTED
 
 
-class _Block(Mapping):
-    """The final rows of iterations [first, last) as lazily built columns (iteration-major): views into the window's
-    buffers, valid until the window slides, so a consumer that only aggregates copies nothing."""
-
-    def __init__(self, window: _Window, last: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]):
-        count = last - window.base
-        self.first, self.last, self.workers, self._version = window.base, last, window.workers, version
-        self._columns = {
-            "t_start": window.start[:count].ravel(),
-            "t_post": window.post[:count].ravel(),
-            "t_done": window.done[:count].ravel(),
-            "round": window.round[:count].ravel(),
-            "fresh": window.fresh[:count].ravel(),
-        }
-
-    def __len__(self) -> int:
-        return len(SCHEMAS["iterations"].names)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(SCHEMAS["iterations"].names)
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        c = self._columns
-        if name not in c:
-            if name == "worker":
-                c[name] = np.tile(np.arange(self.workers, dtype=np.int64), self.last - self.first)
-            elif name == "iteration":
-                c[name] = np.repeat(np.arange(self.first, self.last, dtype=np.int64), self.workers)
-            elif name == "compute":
-                c[name] = c["t_post"] - c["t_start"]
-            elif name == "wait":
-                c[name] = c["t_done"] - c["t_post"]
-            elif name == "model_version":
-                c[name] = self._version(self["iteration"], c["round"])
-            elif name == "staleness":
-                c[name] = np.where(c["round"] >= 0, c["round"] - self["model_version"], -1)
-            else:
-                raise KeyError(name)
-        return c[name]
+def _block(window: _Window, last: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> dict:
+    """The recorded columns of the final rows of iterations [window.base, last), iteration-major; the times are
+    views into the window's buffers, valid until the window slides."""
+    count = last - window.base
+    iteration = np.repeat(np.arange(window.base, last, dtype=np.int64), window.workers)
+    round_ = window.round[:count].ravel()
+    return {
+        "worker": np.tile(np.arange(window.workers, dtype=np.int64), count),
+        "iteration": iteration,
+        "t_start": window.start[:count].ravel(),
+        "t_post": window.post[:count].ravel(),
+        "t_done": window.done[:count].ravel(),
+        "round": round_,
+        "model_version": version(iteration, round_),
+        "fresh": window.fresh[:count].ravel(),
+    }
 
 
 class _Window:
@@ -141,7 +117,7 @@ class FastEngine:
 
     def _flush(self, window: _Window, final: int, version) -> None:
         if final > window.base:
-            self.emit_rows(_Block(window, final, version))
+            self.emit_rows(_block(window, final, version))
             if self.progress is not None:
                 self.progress((final - window.base) * self.P)
 

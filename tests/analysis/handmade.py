@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stragglerlab.analysis.runfolder import RunWriter
+from stragglerlab.analysis.runfolder import SCHEMAS, RunWriter
 
 
 def write_run(
@@ -34,8 +34,8 @@ def write_run(
     }
     with RunWriter(folder, meta) as writer:
         for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
-            for row in rows:
-                writer.add(table, row)
+            if rows:
+                writer.add_block(table, dict(zip(SCHEMAS[table].names, zip(*rows, strict=True), strict=True)))
     return folder
 
 

@@ -135,8 +135,7 @@ def test_validation_against_a_hand_made_real_run(sim, tmp_path):
         times = ["t_start", "t_post", "t_done", "compute", "wait"]
         measured = sim_run.iterations.assign(**{c: sim_run.iterations[c] * 1.02 for c in times})  # 2 % slower
         with RunWriter(tmp_path / f"real-{algorithm}", meta) as writer:
-            for row in measured.itertuples(index=False):
-                writer.add("iterations", tuple(row))
+            writer.add_block("iterations", {c: measured[c].to_numpy() for c in measured.columns})
         runs += [sim_run, load_run(tmp_path / f"real-{algorithm}")]
     fig = rendered(draw("validation", runs), tmp_path, "validation")
     cdf, bars = fig.axes

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.analysis.runfolder import SCHEMAS, iteration_columns
 from stragglerlab.simulator.fast.engine import FastEngine
 from tests.helpers import run_tables, scenario
 
@@ -19,7 +19,7 @@ def fast_tables(s, window=16):
     iterations, rounds = [], []
 
     def keep(block):  # the engine's blocks are views valid during the call
-        iterations.append({name: np.array(block[name]) for name in SCHEMAS["iterations"].names})
+        iterations.append({name: np.array(column) for name, column in iteration_columns(block).items()})
 
     FastEngine(s, keep, rounds.append, window=window).run()
     it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]

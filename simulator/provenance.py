@@ -1,0 +1,56 @@
+"""What a run folder's ``meta.json`` says about where the run came from, built in one place for simulated and real
+runs alike: the resolved scenario, its seed, the cost model's figures, the versions of what ran it, the host and the
+start time. Real runs add their backend, hosts and ranks; the simulator, its engine."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import Scenario, to_dict
+
+#: packages whose versions every run records (others, such as torch or mpi4py, when they are loaded)
+PACKAGES = ("stragglerlab", "numpy", "pandas", "pyarrow", "simpy", "numba")
+LOADED = ("torch", "mpi4py")
+
+
+def versions() -> dict[str, str]:
+    """Python's version and those of :data:`PACKAGES`, and of :data:`LOADED` when this process imported them."""
+    out = {"python": platform.python_version()}
+    for package in PACKAGES + tuple(p for p in LOADED if p in sys.modules):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def network_record(scenario: Scenario) -> dict[str, float]:
+    """The cost model's figures for this scenario, reported beside the simulated rounds."""
+    net, n, P = NetworkModel.of(scenario), message_bytes(scenario), scenario.workers
+    return {
+        "message_bytes": n,
+        "activation": net.activation(P),
+        "allreduce": net.allreduce(P, n),
+        "lower_bound": net.lower_bound(P, n),
+    }
+
+
+def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
+    """The ``meta.json`` of a run of ``scenario`` (``source``: ``sim`` or ``real``) starting now; ``extra`` keys
+    are added (``versions`` in it extends the recorded versions)."""
+    record = {
+        "source": source,
+        "scenario": to_dict(scenario),
+        "seed": scenario.seed,
+        "network": network_record(scenario),
+        "versions": {**versions(), **extra.pop("versions", {})},
+        "host": socket.gethostname(),
+        "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return {**record, **extra}
