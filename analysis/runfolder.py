@@ -73,17 +73,22 @@ def iteration_columns(recorded: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 
 def columns(table: str, rows: list[tuple]) -> dict[str, np.ndarray]:
-    """Rows (at least one) as columns: ``iterations`` rows hold the :data:`RECORDED` fields (the others are
-    derived), rows of the other tables every column of :data:`SCHEMAS`, in order."""
+    """Rows (at least one) as they are recorded, as columns: ``iterations`` rows hold the :data:`RECORDED` fields,
+    rows of the other tables every column of :data:`SCHEMAS`, in order."""
     names = RECORDED if table == "iterations" else SCHEMAS[table].names
-    arrays = {n: np.asarray(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
-    return iteration_columns(arrays) if table == "iterations" else arrays
+    return {n: np.asarray(c) for n, c in zip(names, zip(*rows, strict=True), strict=True)}
 
 
 def arrow(table: str, columns: Mapping[str, Any]) -> pa.Table:
     """One of the run folder's tables from one array per column of :data:`SCHEMAS` (extra columns are ignored)."""
     schema = SCHEMAS[table]
     return pa.Table.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)
+
+
+def rows_table(table: str, rows: list[tuple]) -> pa.Table:
+    """Recorded rows (at least one, as :func:`columns` reads them) as one of the run folder's tables."""
+    recorded = columns(table, rows)
+    return arrow(table, iteration_columns(recorded) if table == "iterations" else recorded)
 
 
 def _table_path(folder: Path, table: str) -> Path:
@@ -133,7 +138,7 @@ class RunWriter:
         """Turn the rows added one by one into a block."""
         rows = self._rows[table]
         if rows:
-            self._chunks[table].append(arrow(table, columns(table, rows)))
+            self._chunks[table].append(rows_table(table, rows))
             rows.clear()
 
     def flush(self) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from stragglerlab.realrun.replica import make_replica
 from stragglerlab.simulator.network import flat_allreduce
 from stragglerlab.simulator.scenario import Scenario
 
@@ -203,8 +204,6 @@ def partners(hosts: list[str]) -> dict[str, int]:
 def calibrate(scenario: Scenario, compute_iterations: int = 30) -> str | None:
     """Collective over ``MPI.COMM_WORLD`` (at least 2 ranks): the fragment on rank 0, None elsewhere."""
     from mpi4py import MPI
-
-    from stragglerlab.realrun.replica import make_replica
 
     comm = MPI.COMM_WORLD
     rank, P = comm.Get_rank(), comm.Get_size()

@@ -17,6 +17,7 @@ import pandas as pd
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.realrun.build import build
 
 KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3}
 LATE = {"accumulate": 0, "drop": 1}
@@ -94,8 +95,6 @@ _LIB: ctypes.CDLL | None = None
 def _built(comm: Any) -> str:
     """Path of the library, built by rank 0 first so that a job's ranks do not all compile it at once; a build
     error reaches every rank (raising on rank 0 alone would leave the others waiting)."""
-    from stragglerlab.realrun.build import build
-
     error = None
     if comm.Get_rank() == 0:
         try:

@@ -25,13 +25,15 @@ import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import RunWriter
-from stragglerlab.realrun.algorithms import make_exchange
+from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.clock import RunClock
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.parts import RankParts
 from stragglerlab.realrun.replica import make_replica
 from stragglerlab.realrun.watchdog import LIVE, Watchdog
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.convergence import Evaluations
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.scenario import Scenario
 
@@ -85,8 +87,11 @@ def run_rank(
             f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
             f"run it on {scenario.workers} ranks or --set cluster.workers={size}"
         )
-    if backend == "torch" and scenario.algorithm.name != "sync":
-        raise SharedError(f'--backend torch runs only algorithm.name = "sync", not "{scenario.algorithm.name}"')
+    record = algorithms.get(scenario.algorithm.name)
+    try:
+        exchange_type = exchange_class(record, backend)
+    except UserError as err:
+        raise SharedError(str(err)) from None
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, ranks_here = node.Get_rank(), node.Get_size()
     error, replica = None, None
@@ -123,7 +128,8 @@ def run_rank(
     watchdog = Watchdog(folder, rank, dict(enumerate(peers)), host, stop, timeout=heartbeat_timeout).start()
     try:
         clock = RunClock(comm)
-        exchange = make_exchange(scenario, backend, comm, replica, clock, sink)
+        rules = record.rules(scenario, cost_model(scenario))
+        exchange = exchange_type(scenario, rules, comm, replica, clock, sink)
         _train(scenario, rank, replica, exchange, clock, sink, parts, lock)
         exchange.close()
         if save_model is not None and rank == 0:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from stragglerlab.analysis.runfolder import TABLES, arrow, columns
+from stragglerlab.analysis.runfolder import TABLES, rows_table
 
 
 class RankParts:
@@ -40,7 +40,7 @@ class RankParts:
         for table, rows in self._rows.items():
             if not rows:
                 continue
-            data = arrow(table, columns(table, rows))
+            data = rows_table(table, rows)
             directory = self.folder / f"{table}.parquet"
             name = f"part-r{self.rank:05d}-{self._count:06d}.parquet"
             pq.write_table(data, directory / f".{name}.tmp")

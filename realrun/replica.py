@@ -22,7 +22,9 @@ import numpy as np
 
 from stragglerlab.simulator.convergence import sgd
 from stragglerlab.simulator.scenario import Scenario, ScenarioError
-from stragglerlab.simulator.workloads.torch_bridge import batch_of, evaluate
+from stragglerlab.simulator.workloads import BUILTIN_MODELS, load
+from stragglerlab.simulator.workloads.sharding import Shards
+from stragglerlab.simulator.workloads.torch_bridge import batch_of, evaluate, load_task
 
 
 class Replica:
@@ -119,8 +121,6 @@ class TorchReplica(Replica):
         import torch
         from torch.nn.utils import parameters_to_vector
 
-        from stragglerlab.simulator.workloads.sharding import Shards
-
         super().__init__(scenario)
         self.torch, self.task, self.rank = torch, task, rank
         self.device = torch.device(device)
@@ -185,10 +185,6 @@ def make_replica(scenario: Scenario, rank: int, local_rank: int, ranks_here: int
     name = scenario.workload.model
     if name == "none":
         return TimingReplica(scenario)
-    from stragglerlab.simulator.workloads import BUILTIN_MODELS, load
-
     if name in BUILTIN_MODELS:
         return ArrayReplica(scenario, load(scenario), rank)
-    from stragglerlab.simulator.workloads.torch_bridge import load_task
-
     return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank), ranks_here)

@@ -1,28 +1,32 @@
 """The reference event engine: each worker a simpy process, each collective round a scheduled completion.
 
 Worker i runs iterations n = 0, 1, …: compute for its time of (seed, i, n), post call n, wait until the algorithm
-releases it, apply, go on. What happens between post and release is the algorithm's (:mod:`.algorithms`).
+releases it, apply, go on. What happens between post and release is the algorithm's *process* (its record's, see
+:mod:`.algorithms`), which the engine calls with every post and which calls back :meth:`Engine.release` and
+:meth:`Engine.after`.
 
-Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after all
-other events of that instant, in increasing worker order; round completions come after the posts of their instant.
-So a post at exactly the time a data exchange starts is in it, and the first of several simultaneous posts is the
-lowest-ranked worker's. Decisions compare recorded times, never the order simpy happens to pop events in.
+Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after the
+other posts of that instant, in increasing worker order; round completions come after everything else of their
+instant. So a post at exactly the time a data exchange starts is in it, and the first of several simultaneous posts
+is the lowest-ranked worker's. Decisions compare recorded times, never the order simpy happens to pop events in.
+Only simpy's public interface is used: events are triggered with ``succeed`` and ``timeout``, and a completion waits
+for the rest of its instant by stepping behind whatever else is due then (``peek``).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from stragglerlab.simulator.imbalance import ComputeTimes
-from stragglerlab.simulator.scenario import Scenario
 
-POSTS = NORMAL + 1  # resolved after every ordinary event of the instant
-COMPLETIONS = NORMAL + 2  # after the posts of the instant
+if TYPE_CHECKING:
+    from stragglerlab.simulator.scenario import Scenario
+
 _BLOCK = 256  # iterations of compute times drawn at a time
 
 
@@ -72,7 +76,7 @@ class Call:
         )
 
 
-class Sink:
+class Sink(Protocol):
     """Where the engine's rows go: the run-folder writer, or a list in tests."""
 
     def iteration(self, row: tuple) -> None: ...
@@ -80,13 +84,17 @@ class Sink:
     def round(self, row: tuple) -> None: ...
 
 
+class Process(Protocol):
+    """An algorithm's side of the reference engine (its record's ``process``)."""
+
+    def post(self, call: Call) -> None:
+        """Worker ``call.worker`` posted ``call`` now (posts of one instant come in worker order)."""
+
+
 class Engine:
-    """Runs one scenario; the algorithm object decides triggers, contributions and releases."""
+    """Runs one scenario; the algorithm's process decides triggers, contributions and releases."""
 
     def __init__(self, scenario: Scenario, sink: Sink, progress: Callable[[int], None] | None = None):
-        from stragglerlab.simulator.algorithms import make
-
-        self.scenario = scenario
         self.workers = scenario.workers
         self.iterations = scenario.iterations
         self.env = simpy.Environment()
@@ -98,13 +106,16 @@ class Engine:
         self._posted: list[Call] = []
         self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
         self.applied = [0] * self.workers  # rounds each worker has applied to its model
-        self.algorithm = make(scenario, self)
+        self.process: Process | None = None
+        self._actions: list[Callable[[], None]] = []  # due now, waiting for the rest of the instant
 
     @property
     def now(self) -> float:
         return self.env.now
 
-    def run(self) -> None:
+    def run(self, process: Process) -> None:
+        """Run every worker to its last iteration, ``process`` taking their posts."""
+        self.process = process
         for i in range(self.workers):
             self.env.process(self._worker(i))
         self.env.run()
@@ -130,28 +141,28 @@ class Engine:
 
     def _worker(self, i: int):
         env = self.env
-        call = self._start(i, 0)
-        yield env.timeout(self.compute_time(0, i))
+        call: Call | None = self._start(i, 0)
         while call is not None:
+            yield env.timeout(self.compute_time(call.iteration, i))
             call.t_post = env.now
             call.done = env.event()
             if not self._posted and env.peek() > env.now:
-                self.algorithm.post(call)  # nothing else happens at this instant: no order to resolve
+                self.process.post(call)  # nothing else happens at this instant: no order to resolve
             else:
                 if not self._posted:
-                    self.at(0.0, POSTS, self._resolve_posts)
+                    env.timeout(0).callbacks.append(self._resolve_posts)  # after this instant's other posts
                 self._posted.append(call)
-            call = yield call.done  # released, and done computing the next iteration (None after the last)
+            call = yield call.done  # released, with the next iteration started (None after the last)
             self._emit(i)
         for done in self._open[i]:
             done.final = True
         self._emit(i)
 
-    def _resolve_posts(self) -> None:
+    def _resolve_posts(self, _: simpy.Event) -> None:
         posted, self._posted = self._posted, []
         posted.sort(key=lambda c: c.worker)
         for call in posted:
-            self.algorithm.post(call)
+            self.process.post(call)
 
     def _emit(self, i: int) -> None:
         queue = self._open[i]
@@ -163,24 +174,31 @@ class Engine:
             self.progress(emitted)
 
     def release(self, call: Call, applied: bool = True) -> None:
-        """Return ``call`` to its worker now; ``applied``: it returns with a round's result to apply.
-
-        The worker starts its next iteration at once, so one event wakes it when that iteration's compute ends
-        (rather than one now and one then)."""
+        """Return ``call`` to its worker now, which starts its next iteration; ``applied``: it returns with a
+        round's result to apply."""
         call.t_done = self.env.now
         i = call.worker
         if applied:
             self.applied[i] += 1
         n = call.iteration + 1
-        following = self._start(i, n) if n < self.iterations else None
-        done = call.done
-        done._ok, done._value = True, following
-        self.env.schedule(done, NORMAL, self.compute_time(n, i) if following is not None else 0.0)
+        call.done.succeed(self._start(i, n) if n < self.iterations else None)
 
-    def at(self, delay: float, priority: int, action: Callable[[], None]) -> None:
-        """Run ``action`` after ``delay`` seconds, ordered among the instant's events by ``priority``."""
-        event = simpy.Event(self.env)
-        event._ok = True
-        event._value = None
-        event.callbacks.append(lambda _: action())
-        self.env.schedule(event, priority, delay)
+    def after(self, delay: float, action: Callable[[], None]) -> None:
+        """Run ``action`` ``delay`` seconds from now, after everything else of that instant (a round's completion
+        comes after the posts of its instant, and after what those posts set off); actions due at one instant run
+        in the order they were scheduled."""
+        self.env.timeout(delay).callbacks.append(lambda _: self._due(action))
+
+    def _due(self, action: Callable[[], None]) -> None:
+        self._actions.append(action)
+        if len(self._actions) == 1:
+            self._run_actions()
+
+    def _run_actions(self, _: simpy.Event | None = None) -> None:
+        """Run the due actions once nothing else is due at this instant; until then, step behind what is."""
+        if self.env.peek() == self.env.now:
+            self.env.timeout(0).callbacks.append(self._run_actions)
+            return
+        actions, self._actions = self._actions, []
+        for action in actions:
+            action()

@@ -1,6 +1,6 @@
 """Per-iteration compute times of every worker: the compute distribution times the imbalance model.
 
-Common random numbers (DESIGN §2): the time of worker i at iteration n is a pure function of the scenario's seed,
+Common random numbers: the time of worker i at iteration n is a pure function of the scenario's seed,
 i, n and the compute and imbalance models, never of the algorithm. Each iteration draws from its own streams
 (``SeedSequence(seed, spawn_key=(n, stream))``): one for the base compute time, where worker i takes the i-th draw
 (so its value does not depend on the number of workers either), one for the random-delay selection. Any block of
@@ -10,10 +10,14 @@ iterations can therefore be produced on its own, in any order, by the simulator 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from stragglerlab.simulator.scenario import Compute, Imbalance, Scenario, ScenarioError
+from stragglerlab.simulator.keys import ScenarioError
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.scenario import Compute, Imbalance, Scenario
 
 _BASE, _SLOW = 0, 1
 

@@ -1,6 +1,8 @@
-"""The network and collective cost model of DESIGN §5 (Hockney point to point, four allreduce algorithms).
+"""The network and collective cost formulas (Hockney point to point, four allreduce algorithms): the first
+implementation of the cost seam (:class:`~.costs.CostModel`).
 
-With ``workers_per_node`` > 1 a collective over a set of ranks is hierarchical: a binomial-tree reduce inside each
+Every round's data exchange is an allreduce of the message over the ranks that take part, whatever its kind. With
+``workers_per_node`` > 1 a collective over a set of ranks is hierarchical: a binomial-tree reduce inside each
 node over the intra-node links, the chosen algorithm across the nodes the set spans, a binomial-tree broadcast inside
 each node. Contention between concurrent collectives is not modelled.
 """
@@ -9,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stragglerlab.simulator.scenario import Scenario
+if TYPE_CHECKING:
+    from stragglerlab.simulator.scenario import Scenario
 
 BYTES_PER_ELEMENT = 4  # float32
 
@@ -21,7 +25,7 @@ def log2ceil(p: int) -> int:
 
 
 def flat_allreduce(algorithm: str, p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Time of one allreduce of ``n`` bytes over ``p`` ranks on uniform links (the table of DESIGN §5)."""
+    """Time of one allreduce of ``n`` bytes over ``p`` ranks on uniform links."""
     if p <= 1:
         return 0.0
     lg = log2ceil(p)
@@ -61,6 +65,10 @@ class NetworkModel:
             scenario.cluster.workers_per_node,
         )
 
+    def collective(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> float:
+        """A round's data exchange: an allreduce of ``nbytes`` over ``ranks``, of every ``kind``."""
+        return self.allreduce(ranks, nbytes)
+
     def p2p(self, n: float, intra: bool = False) -> float:
         """One message of ``n`` bytes: alpha + n·beta (intra-node links when ``intra``)."""
         return (self.intra_alpha + n * self.intra_beta) if intra else (self.alpha + n * self.beta)
@@ -93,6 +101,15 @@ class NetworkModel:
     def lower_bound(self, p: int, n: float) -> float:
         """⌈log2 p⌉·alpha + 2(p−1)/p·n·beta: no allreduce of ``n`` bytes over ``p`` ranks is faster."""
         return log2ceil(p) * self.alpha + 2 * (p - 1) / p * n * self.beta
+
+    def describe(self, p: int, n: float) -> dict[str, float]:
+        """The figures a run records beside its rounds: message bytes, activation, allreduce and its lower bound."""
+        return {
+            "message_bytes": n,
+            "activation": self.activation(p),
+            "allreduce": self.allreduce(p, n),
+            "lower_bound": self.lower_bound(p, n),
+        }
 
 
 def message_bytes(scenario: Scenario) -> int:

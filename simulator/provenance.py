@@ -1,6 +1,7 @@
-"""What a run folder's ``meta.json`` says about where the run came from, built in one place for simulated and real
-runs alike: the resolved scenario, its seed, the cost model's figures, the versions of what ran it, the host and the
-start time. Real runs add their backend, hosts and ranks; the simulator, its engine."""
+"""What a run folder's ``meta.json`` says about a run, built in one place for simulated and real runs alike: the
+resolved scenario, its seed, the cost model's figures, the algorithm's plot style (so figures need no list of
+algorithms), the versions of what ran it, the host and the start time. Real runs add their backend, hosts and ranks;
+the simulator, its engine."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
-from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.network import message_bytes
 from stragglerlab.simulator.scenario import Scenario, to_dict
 
 #: packages whose versions every run records (others, such as torch or mpi4py, when they are loaded)
@@ -30,15 +33,10 @@ def versions() -> dict[str, str]:
     return out
 
 
-def network_record(scenario: Scenario) -> dict[str, float]:
-    """The cost model's figures for this scenario, reported beside the simulated rounds."""
-    net, n, P = NetworkModel.of(scenario), message_bytes(scenario), scenario.workers
-    return {
-        "message_bytes": n,
-        "activation": net.activation(P),
-        "allreduce": net.allreduce(P, n),
-        "lower_bound": net.lower_bound(P, n),
-    }
+def style(name: str) -> dict[str, Any]:
+    """Algorithm ``name``'s plot style: its colour, marker and place in legends."""
+    record = algorithms.get(name)
+    return {"colour": record.style.colour, "marker": record.style.marker, "order": algorithms.order(name)}
 
 
 def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
@@ -48,7 +46,8 @@ def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
         "source": source,
         "scenario": to_dict(scenario),
         "seed": scenario.seed,
-        "network": network_record(scenario),
+        "network": cost_model(scenario).describe(scenario.workers, message_bytes(scenario)),
+        "style": style(scenario.algorithm.name),
         "versions": {**versions(), **extra.pop("versions", {})},
         "host": socket.gethostname(),
         "start_time": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -1,38 +1,39 @@
-"""Simulate one scenario into a run folder: the engine, the run-folder writer and the ``meta.json`` record."""
+"""Simulate one scenario into a run folder: the composition of the toolkit's pieces. The scenario's algorithm record
+gives the rules (made with the scenario's cost model), the reference engine's process or the fast engine's kernel,
+and the convergence replay's update; the run-folder writer takes the rows and ``meta.json``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from stragglerlab.analysis.metrics import Tally
 from stragglerlab.analysis.runfolder import RunWriter, columns, iteration_columns
-from stragglerlab.simulator.convergence import Schedule, replay
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.convergence import Observer, Schedule, replay
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.engine import Engine
+from stragglerlab.simulator.fast.engine import FastEngine
 from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.workloads import load as load_workload
 
 
 class _Tables:
     """Where an engine's rows go: column blocks to the run folder (the tables kept), the summary tally, and the
-    convergence replay's schedule when there is a model to train. The reference engine's rows, which come one at
-    a time, are gathered into blocks first."""
-
-    BLOCK = 8192
+    convergence replay's schedule when there is a model to train."""
 
     def __init__(self, writer: RunWriter, keep: tuple[str, ...], tally: Tally, schedule: Schedule | None):
         self.writer, self.keep, self.tally, self.schedule = writer, keep, tally, schedule
-        self._rows: dict[str, list[tuple]] = {"iterations": [], "rounds": []}
 
     def iterations(self, recorded: Mapping[str, Any]) -> None:
         """A block of recorded rows; its arrays may be views the engine reuses, so what is kept is copied."""
-        self._iterations(iteration_columns(recorded))
-
-    def _iterations(self, block: dict[str, np.ndarray]) -> None:
+        block = iteration_columns(recorded)
         if "iterations" in self.keep:
             self.writer.add_block("iterations", {name: np.array(column) for name, column in block.items()})
         self.tally.add(block)
@@ -45,40 +46,78 @@ class _Tables:
         if self.schedule is not None:
             self.schedule.add_rounds(columns)
 
-    # the reference engine's sink interface
+
+class _Gather:
+    """The reference engine's rows, which come one at a time, gathered into blocks of columns."""
+
+    BLOCK = 8192
+
+    def __init__(self, rows: Callable[[Mapping[str, Any]], None], rounds: Callable[[Mapping[str, Any]], None]):
+        self._to = {"iterations": rows, "rounds": rounds}
+        self._rows: dict[str, list[tuple]] = {"iterations": [], "rounds": []}
+
     def iteration(self, row: tuple) -> None:
-        self._gather("iterations", row)
+        self._add("iterations", row)
 
     def round(self, row: tuple) -> None:
-        self._gather("rounds", row)
+        self._add("rounds", row)
 
-    def _gather(self, table: str, row: tuple) -> None:
+    def _add(self, table: str, row: tuple) -> None:
         rows = self._rows[table]
         rows.append(row)
         if len(rows) == self.BLOCK:
-            self.close(table)
+            self._hand_over(table)
 
-    def close(self, *tables: str) -> None:
-        """Hand over the gathered rows of ``tables`` (default: all)."""
-        for table in tables or tuple(self._rows):
-            rows = self._rows[table]
-            if rows:
-                (self._iterations if table == "iterations" else self.rounds)(columns(table, rows))
-                rows.clear()
+    def _hand_over(self, table: str) -> None:
+        rows = self._rows[table]
+        if rows:
+            self._to[table](columns(table, rows))
+            rows.clear()
+
+    def close(self) -> None:
+        """Hand over what is gathered."""
+        for table in self._rows:
+            self._hand_over(table)
 
 
 def engine_for(scenario: Scenario) -> str:
-    """The engine that runs ``scenario``: ``auto`` takes the fast one when it supports the scenario and numba is
-    importable, the reference one otherwise."""
+    """The engine that runs ``scenario``: ``auto`` takes the fast one when the algorithm has a fast kernel."""
     if scenario.engine != "auto":
         return scenario.engine
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return "reference"
-    from stragglerlab.simulator.fast.engine import supports
+    return "fast" if algorithms.get(scenario.algorithm.name).kernel is not None else "reference"
 
-    return "fast" if supports(scenario) else "reference"
+
+def run_engine(
+    scenario: Scenario,
+    engine: str,
+    rows: Callable[[Mapping[str, Any]], None],
+    rounds: Callable[[Mapping[str, Any]], None],
+    progress: Callable[[int], None] | None = None,
+    window: int | None = None,
+) -> None:
+    """Run ``scenario``'s algorithm on ``engine`` (``fast`` or ``reference``) with the scenario's cost model; blocks
+    of recorded iteration rows go to ``rows``, blocks of round rows to ``rounds`` (columns). ``window``: the fast
+    engine's first window size. Returns the rules the algorithm ran by."""
+    record = algorithms.get(scenario.algorithm.name)
+    rules = record.rules(scenario, cost_model(scenario))
+    if engine == "fast":
+        FastEngine(scenario, rows, rounds, progress, window).run(record.kernel, rules)
+    else:
+        gather = _Gather(rows, rounds)
+        reference = Engine(scenario, gather, progress)
+        reference.run(record.process(rules, reference))
+        gather.close()
+
+
+def train(
+    scenario: Scenario, workload: Any, iterations: pd.DataFrame, rounds: pd.DataFrame, observe: Observer | None = None
+) -> Iterator[tuple]:
+    """The ``evals`` rows of training ``workload`` along a finished schedule of ``scenario`` (its ``iterations`` and
+    ``rounds`` tables): the convergence replay with the algorithm's update."""
+    record = algorithms.get(scenario.algorithm.name)
+    return replay(
+        scenario, record.rules(scenario, cost_model(scenario)), record.update, workload, iterations, rounds, observe
+    )
 
 
 def simulate(
@@ -97,8 +136,6 @@ def simulate(
     """
     workload = None
     if scenario.workload.model != "none":
-        from stragglerlab.simulator.workloads import load as load_workload
-
         workload = load_workload(scenario)
         scenario = scenario.replace(**{"workload.params": workload.dimension})
     engine = engine_for(scenario)
@@ -107,15 +144,9 @@ def simulate(
         tally = Tally()
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)
-        if engine == "fast":
-            from stragglerlab.simulator.fast.engine import FastEngine
-
-            FastEngine(scenario, sink.iterations, sink.rounds, progress).run()
-        else:
-            Engine(scenario, sink, progress).run()
-            sink.close()
+        run_engine(scenario, engine, sink.iterations, sink.rounds, progress)
         if schedule is not None:
-            for row in replay(scenario, workload, *schedule.tables()):
+            for row in train(scenario, workload, *schedule.tables()):
                 writer.add("evals", row)
         writer.meta["tally"] = tally.sums
         writer.meta["wall_seconds"] = round(time.perf_counter() - started, 3)

@@ -1,8 +1,10 @@
-"""Scenarios: the TOML input contract of DESIGN §2, loaded into typed, validated, frozen objects.
+"""Scenarios: the TOML input of every command, loaded into typed, validated, frozen objects.
 
-Every section is a dataclass whose fields carry their own check; the loader walks them generically, so adding a key
-is one line here. Unknown keys and bad values raise :class:`ScenarioError` with one line naming the origin (file or
-``--set``), the key, the value and what is allowed. ``--set key=value`` overrides go through the same checks.
+Every section is a dataclass whose fields carry their own check (:mod:`.keys`); the loader walks them generically, so
+adding a key is one line. The ``[algorithm]`` table holds the keys every algorithm shares and the keys each algorithm
+declares in its record (:mod:`.algorithms`). Unknown keys and bad values raise :class:`ScenarioError` with one
+line naming the origin (file or ``--set``), the key, the value and what is allowed. ``--set key=value`` overrides
+go through the same checks.
 """
 
 from __future__ import annotations
@@ -10,50 +12,32 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.imbalance import read_trace
+from stragglerlab.simulator.keys import (
+    ANY_STR,
+    BOOL,
+    NONNEG,
+    NONNEG_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    Check,
+    ScenarioError,
+    key,
+    number,
+    one_of,
+)
 
-ALGORITHMS = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
+ALGORITHMS = algorithms.names()
 ALLREDUCE = ("ring", "recursive-doubling", "rabenseifner", "tree")
 DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
 IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
-
-
-class ScenarioError(UserError):
-    """A scenario key with a bad value, an unknown key, or an unreadable scenario."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """How one key is validated: a predicate over the parsed value and the words that say what is allowed."""
-
-    kind: type | tuple[type, ...]
-    ok: Callable[[Any], bool]
-    allowed: str
-    convert: Callable[[Any], Any] = lambda v: v  # raw TOML value -> stored value
-    path: bool = False  # a file name, resolved relative to where the value came from
-
-
-def _key(default: Any, check: Check) -> Any:
-    return field(default=default, metadata={"check": check})
-
-
-def _number(ok: Callable[[float], bool], allowed: str) -> Check:
-    return Check((int, float), lambda v: math.isfinite(v) and ok(v), allowed, float)
-
-
-POSITIVE_INT = Check(int, lambda v: v > 0, "a positive integer")
-NONNEG_INT = Check(int, lambda v: v >= 0, "an integer >= 0")
-NONNEG = _number(lambda v: v >= 0, "a number >= 0")
-POSITIVE = _number(lambda v: v > 0, "a number > 0")
-FRACTION = _number(lambda v: 0 <= v <= 1, "a number between 0 and 1")
-ANY_STR = Check(str, lambda v: bool(v), "a non-empty string")
-BOOL = Check(bool, lambda v: True, "true or false")
 MODEL = Check(
     str,
     lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
@@ -65,10 +49,6 @@ HIDDEN = Check(
     "a list of 1 or 2 positive layer widths",
     tuple,
 )
-
-
-def _one_of(choices: tuple[str, ...]) -> Check:
-    return Check(str, lambda v: v in choices, "one of " + ", ".join(choices))
 
 
 def _slow_range(v: Any) -> tuple[int, int] | None:
@@ -97,49 +77,47 @@ def _factor_table(v: Any) -> dict[int, float] | None:
 
 @dataclass(frozen=True)
 class Cluster:
-    workers: int = _key(8, POSITIVE_INT)
-    workers_per_node: int = _key(1, POSITIVE_INT)
+    workers: int = key(8, POSITIVE_INT)
+    workers_per_node: int = key(1, POSITIVE_INT)
 
 
 @dataclass(frozen=True)
 class Network:
-    alpha: float = _key(1.5e-6, NONNEG)
-    beta: float = _key(1.0e-10, NONNEG)
-    gamma: float = _key(0.0, NONNEG)
-    allreduce: str = _key("ring", _one_of(ALLREDUCE))
-    intra_alpha: float | None = _key(None, NONNEG)  # None: same as alpha
-    intra_beta: float | None = _key(None, NONNEG)  # None: same as beta
+    alpha: float = key(1.5e-6, NONNEG)
+    beta: float = key(1.0e-10, NONNEG)
+    gamma: float = key(0.0, NONNEG)
+    allreduce: str = key("ring", one_of(ALLREDUCE))
+    intra_alpha: float | None = key(None, NONNEG)  # None: same as alpha
+    intra_beta: float | None = key(None, NONNEG)  # None: same as beta
 
 
 @dataclass(frozen=True)
 class Compute:
-    dist: str = _key("constant", _one_of(DISTRIBUTIONS))
-    mean: float = _key(0.30, POSITIVE)
-    cv: float | None = _key(None, POSITIVE)
-    shape: float | None = _key(None, POSITIVE)
+    dist: str = key("constant", one_of(DISTRIBUTIONS))
+    mean: float = key(0.30, POSITIVE)
+    cv: float | None = key(None, POSITIVE)
+    shape: float | None = key(None, POSITIVE)
 
 
 @dataclass(frozen=True)
 class Workload:
-    model: str = _key("none", MODEL)
-    params: int = _key(25_557_032, POSITIVE_INT)
-    batch: int = _key(128, POSITIVE_INT)
-    device: str = _key(
-        "cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"), "cpu, cuda or cuda:N")
-    )
+    model: str = key("none", MODEL)
+    params: int = key(25_557_032, POSITIVE_INT)
+    batch: int = key(128, POSITIVE_INT)
+    device: str = key("cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"), "cpu, cuda or cuda:N"))
     compute: Compute = field(default_factory=Compute)
-    dimension: int = _key(100, POSITIVE_INT)  # hyperplane: parameters; logistic, mlp: input features
-    noise: float = _key(0.5, NONNEG)
-    samples: int = _key(32_768, POSITIVE_INT)  # train + test
-    classes: int = _key(10, Check(int, lambda v: v >= 2, "an integer >= 2"))
-    hidden: tuple[int, ...] = _key((64,), HIDDEN)  # mlp
-    test_fraction: float = _key(0.2, _number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
+    dimension: int = key(100, POSITIVE_INT)  # hyperplane: parameters; logistic, mlp: input features
+    noise: float = key(0.5, NONNEG)
+    samples: int = key(32_768, POSITIVE_INT)  # train + test
+    classes: int = key(10, Check(int, lambda v: v >= 2, "an integer >= 2"))
+    hidden: tuple[int, ...] = key((64,), HIDDEN)  # mlp
+    test_fraction: float = key(0.2, number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
 
 
 @dataclass(frozen=True)
 class Imbalance:
-    kind: str = _key("none", _one_of(IMBALANCE_KINDS))
-    slow: tuple[int, int] = _key(
+    kind: str = key("none", one_of(IMBALANCE_KINDS))
+    slow: tuple[int, int] = key(
         (1, 1),
         Check(
             (list, int),
@@ -148,49 +126,56 @@ class Imbalance:
             _slow_range,
         ),
     )
-    delay: float = _key(0.32, NONNEG)
-    mode: str = _key("sleep", _one_of(("sleep", "work")))
-    factors: Mapping[int, float] = _key(
+    delay: float = key(0.32, NONNEG)
+    mode: str = key("sleep", one_of(("sleep", "work")))
+    factors: Mapping[int, float] = key(
         None,
         Check(dict, lambda v: _factor_table(v) is not None, "a table of worker = factor, factors > 0", _factor_table),
     )
-    file: Path | None = _key(None, Check(str, lambda v: bool(v), "a .npy or .csv file", path=True))
+    file: Path | None = key(None, Check(str, lambda v: bool(v), "a .npy or .csv file", path=True))
 
 
 @dataclass(frozen=True)
-class Algorithm:
-    name: str = _key("sync", _one_of(ALGORITHMS))
-    sync_period: int = _key(33, NONNEG_INT)
-    late: str = _key("accumulate", _one_of(("accumulate", "drop")))
-    divide_by: str = _key("workers", _one_of(("workers", "contributors")))
-    group_size: int = _key(8, POSITIVE_INT)
-    period: int = _key(16, POSITIVE_INT)
-    global_period: int = _key(64, POSITIVE_INT)
-    pull: float = _key(0.1, FRACTION)
-    global_pull: float = _key(0.1, FRACTION)
-    lr: float = _key(0.05, NONNEG)
-    momentum: float = _key(0.0, Check((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"))
-    weight_decay: float = _key(0.0, NONNEG)
+class Optimizer:
+    """The ``[algorithm]`` keys every algorithm shares: which one, and its optimizer (SGD)."""
+
+    name: str = key("sync", one_of(ALGORITHMS))
+    lr: float = key(0.05, NONNEG)
+    momentum: float = key(0.0, Check((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"))
+    weight_decay: float = key(0.0, NONNEG)
+
+    def __getattr__(self, name: str) -> Any:
+        """(For type checkers: the keys the algorithms declare are attributes too.)"""
+        raise AttributeError(name)
+
+
+#: the ``[algorithm]`` table: the shared keys, then every key an algorithm declares (:func:`.algorithms.declared_keys`)
+Algorithm = dataclasses.make_dataclass(
+    "Algorithm",
+    [(k.name, Any, key(k.default, k.check)) for k in algorithms.declared_keys()],
+    bases=(Optimizer,),
+    frozen=True,
+)
 
 
 @dataclass(frozen=True)
 class Evals:
-    every_seconds: float = _key(0.0, NONNEG)  # simulated seconds between evaluations; 0: off
-    every_iterations: int = _key(10, NONNEG_INT)  # rounds (iterations per worker) between evaluations; 0: off
-    replicas: bool = _key(False, BOOL)  # also evaluate each replica
+    every_seconds: float = key(0.0, NONNEG)  # simulated seconds between evaluations; 0: off
+    every_iterations: int = key(10, NONNEG_INT)  # rounds (iterations per worker) between evaluations; 0: off
+    replicas: bool = key(False, BOOL)  # also evaluate each replica
 
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str = _key("scenario", ANY_STR)
-    seed: int = _key(0, NONNEG_INT)
-    iterations: int = _key(100, POSITIVE_INT)
-    engine: str = _key("auto", _one_of(("auto", "reference", "fast")))
+    name: str = key("scenario", ANY_STR)
+    seed: int = key(0, NONNEG_INT)
+    iterations: int = key(100, POSITIVE_INT)
+    engine: str = key("auto", one_of(("auto", "reference", "fast")))
     cluster: Cluster = field(default_factory=Cluster)
     network: Network = field(default_factory=Network)
     workload: Workload = field(default_factory=Workload)
     imbalance: Imbalance = field(default_factory=Imbalance)
-    algorithm: Algorithm = field(default_factory=Algorithm)
+    algorithm: Optimizer = field(default_factory=Algorithm)
     evals: Evals = field(default_factory=Evals)
 
     @property
@@ -200,8 +185,8 @@ class Scenario:
     def replace(self, **changes: Any) -> Scenario:
         """A copy with dotted keys changed (``{"algorithm.name": "sync"}``), validated like ``--set``."""
         raw = to_dict(self)
-        for key, value in changes.items():
-            _assign(raw, key, value, "replace()")
+        for dotted, value in changes.items():
+            _assign(raw, dotted, value, "replace()")
         return from_dict(raw, "replace()")
 
 
@@ -332,18 +317,20 @@ def load(
     raw.setdefault("name", name or (Path(path).stem if path is not None else "scenario"))
     overridden = {}
     for item in overrides:
-        key, value = parse_override(item)
-        _assign(raw, key, value, "--set")
-        overridden[key] = Origin("--set", Path.cwd())
+        dotted, value = parse_override(item)
+        _assign(raw, dotted, value, "--set")
+        overridden[dotted] = Origin("--set", Path.cwd())
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     return from_dict(raw, origin, base, overridden)
 
 
 def _check_consistency(s: Scenario, origins: Origins) -> None:
     """Checks that involve more than one key."""
-    P, a = s.workers, s.algorithm
-    if a.name == "wagma" and a.group_size > P:
-        raise origins.fail("algorithm.group_size", a.group_size, f"at most cluster.workers = {P}")
+    P, record = s.workers, algorithms.get(s.algorithm.name)
+    if record.check is not None:
+        record.check(s, origins.fail)
+    if s.engine == "fast" and record.kernel is None:
+        raise origins.fail("engine", s.engine, f"reference or auto: {record.name} has no fast kernel")
     if s.cluster.workers_per_node > P:
         raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node, f"at most cluster.workers = {P}")
     c = s.workload.compute
@@ -372,8 +359,6 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
     if im.kind == "trace":
         if im.file is None:
             raise origins.fail("imbalance.file", None, "given for kind = trace")
-        from stragglerlab.simulator.imbalance import read_trace
-
         read_trace(im.file, P, origins.of("imbalance.file").label)
 
 

@@ -1,11 +1,12 @@
-"""Test helpers: build scenarios from dotted keys and run the reference engine in memory."""
+"""Test helpers: build scenarios from dotted keys and run an engine in memory."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from stragglerlab.analysis.runfolder import SCHEMAS, columns
-from stragglerlab.simulator.engine import Engine
+from stragglerlab.analysis.runfolder import SCHEMAS, iteration_columns
+from stragglerlab.simulator.run import run_engine
 from stragglerlab.simulator.scenario import Scenario, from_dict
 
 
@@ -21,25 +22,21 @@ def scenario(**keys) -> Scenario:
     return from_dict(raw)
 
 
-class ListSink:
-    def __init__(self):
-        self.iterations: list[tuple] = []
-        self.rounds: list[tuple] = []
+def run_tables(s: Scenario, engine: str = "reference", window: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The (iterations, rounds) tables of one run of ``engine``, sorted as in a finished run folder."""
+    iterations, rounds = [], []
 
-    def iteration(self, row: tuple) -> None:
-        self.iterations.append(row)
+    def keep(block):  # an engine's blocks may be views it reuses
+        iterations.append({name: np.array(column) for name, column in iteration_columns(block).items()})
 
-    def round(self, row: tuple) -> None:
-        self.rounds.append(row)
-
-
-def run_tables(s: Scenario) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The (iterations, rounds) tables of one reference-engine run, sorted as in a finished run folder."""
-    sink = ListSink()
-    Engine(s, sink).run()
-    it = pd.DataFrame(columns("iterations", sink.iterations))
-    rounds = pd.DataFrame(sink.rounds, columns=SCHEMAS["rounds"].names)
+    run_engine(s, engine, keep, rounds.append, window=window)
+    it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
+    r = (
+        pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names]
+        if rounds
+        else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names})
+    )
     return (
         it.sort_values(["worker", "iteration"]).reset_index(drop=True),
-        rounds.sort_values("round").reset_index(drop=True),
+        r.sort_values("round").reset_index(drop=True),
     )

@@ -1,36 +1,37 @@
 """``local-sgd`` with plain MPI: ``period`` local steps, then an ``MPI_Allreduce`` that averages the models.
 
-Iteration n steps locally; when it ends a period ((n + 1) mod period = 0) the rank joins average m = ⌊n/period⌋
-(kind ``average``, every rank fresh; its initiator is the last rank to post, known from P post-time slots summed
-along with the models). A local step's round is the average that carries it, or −1 after the last full period.
+Iteration n steps locally; when it ends a period (the rules' :meth:`call_round`) the rank joins average
+m = ⌊n/period⌋ (kind ``average``, every rank fresh; its initiator is the last rank to post, known from P post-time
+slots summed along with the models). A local step's round is the average that carries it, or −1 after the last full
+period.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from stragglerlab.realrun.algorithms import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
 
 
-class LocalSgd(Exchange):
-    def __init__(self, scenario, comm, replica, clock, sink):
-        super().__init__(scenario, comm, replica, clock, sink)
-        self.period = scenario.algorithm.period
-        self.total = scenario.iterations // self.period
+class LocalSgdExchange(Exchange):
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
         self.buffer = np.zeros(self.d + self.size, dtype=np.float32)
-        self.steps: list[tuple] = []  # (n, t_start, t_post, t_done) of the local steps of the current period
         self.done: list[tuple] = []
 
     def iteration(self, n, g, loss, t_start, t_post):
         from mpi4py import MPI
 
+        rules = self.rules
         self.replica.step(g)
-        m = n // self.period
-        if (n + 1) % self.period or m >= self.total:
+        m = rules.call_round(n)
+        if m is None:
             t_done = self.clock.now()
+            carried = n // rules.stride < rules.total
+            version = n // rules.stride
             self.sink(
                 "iterations",
-                iteration_row(self.rank, n, t_start, t_post, t_done, m if m < self.total else -1, m, m < self.total),
+                iteration_row(self.rank, n, t_start, t_post, t_done, version if carried else -1, version, carried),
             )
             return None
         buf, d = self.buffer, self.d
@@ -42,7 +43,7 @@ class LocalSgd(Exchange):
         t_done = self.clock.now()
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, m, m, True))
         if self.rank == 0:
-            self.done.append(synchronous_round(m, "average", buf[d:].astype(np.float64), t_done))
+            self.done.append(synchronous_round(m, rules.kind(m), buf[d:].astype(np.float64), t_done))
         return t_done, n + 1
 
     def rounds(self):

@@ -2,16 +2,18 @@
 
 As in the released LSGD code, a counting server decides when workers meet. Here it is a thread on rank 0 with its
 own duplicated communicator: every worker reports each post (iteration done) and gets an answer at once. The server
-counts posts over all workers in arrival order; when the count reaches a multiple of P·period (P·global_period) it
-triggers a local (global) exchange, initiated by that post. Every worker joins the next exchange with the first post
+counts posts over all workers in arrival order and asks the simulator's rules which exchange a count triggers
+(:meth:`~stragglerlab.simulator.algorithms.lsgd.LsgdRules.trigger`: a multiple of P·global_period a global one, of
+P·period a local one), initiated by that post. Every worker joins the next exchange with the first post
 it makes after the trigger (the initiator at once), so it joins after its current iteration (docs/semantics.md).
 Once some worker has posted its last iteration no exchange is triggered (a blocking exchange needs everyone).
 
 An exchange is blocking: an ``MPI_Allgather`` of each worker's running-mean loss (its last 10 training losses), a
 broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks) and, for a global
 exchange, of the global leader's model to all; then w ← w − pull·(w − w_local) − global_pull·(w − w_global) from the
-models as they were at the exchange (the global term only in global exchanges). Leaders: the lowest running mean,
-ties to the lowest rank. An iteration's round is the exchange its worker joins next (−1 after its last exchange).
+models as they were at the exchange (the global term only in global exchanges). Leaders are the simulator's
+(:func:`~stragglerlab.simulator.algorithms.lsgd.leaders`): the lowest running mean, ties to the lowest rank. An
+iteration's round is the exchange its worker joins next (−1 after its last exchange).
 """
 
 from __future__ import annotations
@@ -22,18 +24,17 @@ from collections import deque
 
 import numpy as np
 
-from stragglerlab.realrun.algorithms import Exchange, iteration_row
+from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+from stragglerlab.simulator.algorithms.lsgd import GLOBAL, LOSS_WINDOW, LsgdRules, leaders
 
-LOSS_WINDOW = 10
 POST, REPLY = 11, 12
 
 
 class CountingServer:
     """Rank 0's thread answering every post with the exchange its worker must join now (−1: none)."""
 
-    def __init__(self, comm, workers: int, local_every: int, global_every: int):
-        self.comm, self.workers = comm, workers
-        self.local_every, self.global_every = local_every, global_every
+    def __init__(self, comm, rules: LsgdRules):
+        self.comm, self.rules, self.workers = comm, rules, rules.P
         self.thread = threading.Thread(target=self._serve, name="stragglerlab-lsgd-counter", daemon=True)
 
     def _serve(self) -> None:
@@ -52,8 +53,9 @@ class CountingServer:
                 pause = min(pause * 2, 2e-4)
             worker, last, t_post = int(request[0]), bool(request[1]), float(request[2])
             count += 1
-            if not closed and count % self.local_every == 0:
-                triggered.append((int(count % self.global_every == 0), worker, t_post))
+            kind = None if closed else self.rules.trigger(count)
+            if kind is not None:
+                triggered.append((int(kind == GLOBAL), worker, t_post))
             if last:
                 closed, finished = True, finished + 1
             reply = np.array([-1.0, 0.0, -1.0, -1.0])
@@ -63,15 +65,14 @@ class CountingServer:
             self.comm.Send(reply, dest=worker, tag=REPLY)
 
 
-class Lsgd(Exchange):
+class LsgdExchange(Exchange):
     identical = False
 
-    def __init__(self, scenario, comm, replica, clock, sink):
-        super().__init__(scenario, comm, replica, clock, sink)
-        a, P = scenario.algorithm, self.size
-        self.pull, self.global_pull, self.N = a.pull, a.global_pull, scenario.iterations
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
         self.counter = comm.Dup()
-        per_node = scenario.cluster.workers_per_node
+        per_node = rules.workers_per_node
+        self.nodes = np.arange(self.size) // per_node
         self.node = comm.Split(self.rank // per_node, self.rank)
         self.node_first = self.rank // per_node * per_node
         self.losses: deque[float] = deque(maxlen=LOSS_WINDOW)
@@ -81,14 +82,14 @@ class Lsgd(Exchange):
         self.done: list[tuple] = []
         self.server = None
         if self.rank == 0:
-            self.server = CountingServer(self.counter, P, P * a.period, P * a.global_period)
+            self.server = CountingServer(self.counter, rules)
             self.server.thread.start()
 
     def iteration(self, n, g, loss, t_start, t_post):
         self.replica.step(g)
         self.losses.append(loss)
         reply = np.zeros(4)
-        self.counter.Send(np.array([self.rank, float(n == self.N - 1), t_post]), dest=0, tag=POST)
+        self.counter.Send(np.array([self.rank, float(n == self.rules.N - 1), t_post]), dest=0, tag=POST)
         self.counter.Recv(reply, source=0, tag=REPLY)
         exchange, global_, initiator, t_trigger = int(reply[0]), bool(reply[1]), int(reply[2]), float(reply[3])
         if exchange < 0:
@@ -112,16 +113,16 @@ class Lsgd(Exchange):
         means = np.empty(self.size)
         self.comm.Allgather(mean, means)
         w = self.replica.host(self.replica.params()).copy()
-        local = self.node_first + int(np.argmin(means[self.node_first : self.node_first + self.node.Get_size()]))
+        local, best = leaders(means, self.nodes)
         pulled = w.copy()
         buf = self.buffer
         buf[:] = w
-        self.node.Bcast(buf, root=local - self.node_first)
-        pulled -= self.pull * (w - buf)
+        self.node.Bcast(buf, root=int(local[self.rank]) - self.node_first)
+        pulled -= self.rules.pull * (w - buf)
         if global_:
             buf[:] = w
-            self.comm.Bcast(buf, root=int(np.argmin(means)))
-            pulled -= self.global_pull * (w - buf)
+            self.comm.Bcast(buf, root=best)
+            pulled -= self.rules.global_pull * (w - buf)
         self.replica.load(pulled)
 
     def _emit(self, call: tuple, round_: int) -> None:

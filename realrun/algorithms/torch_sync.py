@@ -13,7 +13,7 @@ import socket
 
 import numpy as np
 
-from stragglerlab.realrun.algorithms import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
 
 
 def _free_port() -> int:
@@ -23,8 +23,8 @@ def _free_port() -> int:
 
 
 class TorchSync(Exchange):
-    def __init__(self, scenario, comm, replica, clock, sink):
-        super().__init__(scenario, comm, replica, clock, sink)
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
         import torch
         import torch.distributed as dist
 
@@ -52,7 +52,7 @@ class TorchSync(Exchange):
         t_done = self.clock.now()
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
         if self.rank == 0:
-            self.done.append(synchronous_round(n, "sync", buf[d:].double().cpu().numpy(), t_done))
+            self.done.append(synchronous_round(n, self.rules.kind(n), buf[d:].double().cpu().numpy(), t_done))
         return t_done, n + 1
 
     def rounds(self):

@@ -1,25 +1,50 @@
-"""The six algorithms of DESIGN §4, one module each, behind one interface: ``Algorithm(scenario, engine)`` with
-``post(call)``, which the engine calls for every post in its resolved order; the algorithm releases each call
-(``engine.release``) when its worker may go on and writes round rows to ``engine.sink``."""
+"""The algorithm registry: one :class:`~.record.Algorithm` record per algorithm, found by name.
+
+Every plane reads an algorithm from its record: the scenario its keys and checks, the reference engine its process,
+the fast engine its kernel, the convergence replay its update, real runs its exchange, run folders its plot style.
+Nothing else in the toolkit looks at an algorithm's name. Adding an algorithm is a module here with its record
+(listed below), its real-run exchange in ``stragglerlab.realrun.algorithms`` when no existing one fits, and tests;
+``docs/adding-an-algorithm.md`` walks through one.
+"""
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms.eager import EagerMajority, EagerSolo
-from stragglerlab.simulator.algorithms.local_sgd import LocalSgd
-from stragglerlab.simulator.algorithms.lsgd import Lsgd
-from stragglerlab.simulator.algorithms.sync import Sync
-from stragglerlab.simulator.algorithms.wagma import Wagma
+from stragglerlab.simulator.algorithms import eager, local_sgd, lsgd, sync, wagma
+from stragglerlab.simulator.algorithms.record import Algorithm
+from stragglerlab.simulator.keys import Key, ScenarioError
 
-REGISTRY = {
-    "sync": Sync,
-    "eager-solo": EagerSolo,
-    "eager-majority": EagerMajority,
-    "wagma": Wagma,
-    "lsgd": Lsgd,
-    "local-sgd": LocalSgd,
-}
+#: every algorithm, in the order of legends and listings
+RECORDS: tuple[Algorithm, ...] = (sync.RECORD, eager.SOLO, eager.MAJORITY, wagma.RECORD, lsgd.RECORD, local_sgd.RECORD)
+REGISTRY: dict[str, Algorithm] = {record.name: record for record in RECORDS}
 
 
-def make(scenario, engine):
-    """The algorithm object named by ``scenario.algorithm.name``."""
-    return REGISTRY[scenario.algorithm.name](scenario, engine)
+def names() -> tuple[str, ...]:
+    return tuple(REGISTRY)
+
+
+def get(name: str) -> Algorithm:
+    """The record of algorithm ``name``; an unknown name is a one-line error listing the known ones."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ScenarioError(f"no algorithm named {name!r} (known: {', '.join(REGISTRY)})") from None
+
+
+def order(name: str) -> int:
+    """The place of algorithm ``name`` in legends and listings."""
+    return names().index(name)
+
+
+def declared_keys() -> tuple[Key, ...]:
+    """Every ``[algorithm]`` key some algorithm declares, once each, in the order the records declare them
+    (algorithms that read one key share its declaration)."""
+    seen: dict[str, Key] = {}
+    for record in RECORDS:
+        for key in record.keys:
+            seen.setdefault(key.name, key)
+    return tuple(seen.values())
+
+
+def users(key: str) -> tuple[str, ...]:
+    """The algorithms that read ``algorithm.<key>``."""
+    return tuple(record.name for record in RECORDS if any(k.name == key for k in record.keys))

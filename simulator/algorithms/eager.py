@@ -9,10 +9,32 @@ contribute their pending late gradients (``late = accumulate``: every gradient i
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms.rounds import RoundAlgorithm
-from stragglerlab.simulator.engine import Call
+from typing import TYPE_CHECKING
+
+from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.algorithms.rounds import SYNC_PERIOD, RoundProcess, RoundRules
+from stragglerlab.simulator.convergence import gradient_rounds
+from stragglerlab.simulator.fast import rounds
+from stragglerlab.simulator.keys import Key, one_of
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
 
 _MASK = (1 << 64) - 1
+LATE = Key(
+    "late",
+    "accumulate",
+    one_of(("accumulate", "drop")),
+    "a gradient that misses its round: accumulate (into the next one) or drop",
+)
+DIVIDE_BY = Key(
+    "divide_by",
+    "workers",
+    one_of(("workers", "contributors")),
+    "a round's sum is divided by the workers, or by the gradients summed",
+)
+EXCHANGES = {"native": "stragglerlab.realrun.algorithms.native:GradientExchange"}
 
 
 def initiator(seed: int, n: int, workers: int) -> int:
@@ -26,23 +48,41 @@ def initiator(seed: int, n: int, workers: int) -> int:
     return (z ^ (z >> 31)) % workers
 
 
-class EagerSolo(RoundAlgorithm):
+class SoloRules(RoundRules):
     """Solo allreduce: the first arrival activates the round."""
 
-    def __init__(self, scenario, engine):
-        super().__init__(scenario, engine)
-        self.late_rule = self.options.late
-
-    def late(self, call: Call, target: int | None) -> None:
-        if self.late_rule == "accumulate" and target is not None:
-            call.round = target
-            self.round(target).add_pending(call.worker)
-        else:
-            call.round = -1
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        super().__init__(scenario, costs)
+        a = scenario.algorithm
+        self.sync_period, self.late, self.divide_by = a.sync_period, a.late, a.divide_by
 
 
-class EagerMajority(EagerSolo):
+class MajorityRules(SoloRules):
     """Majority allreduce: the seeded initiator's arrival activates the round (about half arrive before it)."""
 
     def fixed_initiator(self, m: int) -> int:
         return initiator(self.seed, m, self.P)
+
+
+SOLO = Algorithm(
+    name="eager-solo",
+    summary="eager-SGD's solo allreduce: the first worker to arrive starts a round; latecomers' gradients wait",
+    keys=(SYNC_PERIOD, LATE, DIVIDE_BY),
+    rules=SoloRules,
+    process=RoundProcess,
+    kernel=rounds.run,
+    update=gradient_rounds,
+    exchanges=EXCHANGES,
+    style=Style("#E69F00", "s"),
+)
+MAJORITY = Algorithm(
+    name="eager-majority",
+    summary="eager-SGD's majority allreduce: a seeded initiator per round starts it (about half have arrived)",
+    keys=(SYNC_PERIOD, LATE, DIVIDE_BY),
+    rules=MajorityRules,
+    process=RoundProcess,
+    kernel=rounds.run,
+    update=gradient_rounds,
+    exchanges=EXCHANGES,
+    style=Style("#56B4E9", "^"),
+)

@@ -1,29 +1,83 @@
-"""Local SGD (periodic model averaging): ``period`` local steps, then a synchronous average of all models."""
+"""Local SGD (periodic model averaging): ``period`` local steps, then a synchronous average of all models.
+
+Iteration n is a local step, released at once, unless it ends a period ((n + 1) mod period = 0): then it posts to
+average ⌊n/period⌋, a synchronous round over all workers. A local step's round is the average that will carry it,
+or −1 after the last full period.
+"""
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms.rounds import RoundAlgorithm
-from stragglerlab.simulator.engine import Call
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.algorithms.rounds import RoundProcess, RoundRules
+from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.fast import rounds
+from stragglerlab.simulator.keys import POSITIVE_INT, Key
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+PERIOD = Key(
+    "period",
+    16,
+    POSITIVE_INT,
+    "local-sgd: local steps between averages; lsgd: a local exchange every P·period iterations in all",
+)
 
 
-class LocalSgd(RoundAlgorithm):
-    """Iteration n calls the average ⌊n/period⌋ when it ends a period; the others are local steps."""
+class LocalSgdRules(RoundRules):
+    """Every ``period``-th iteration calls a synchronous average (kind ``average``)."""
 
     sync_kind = "average"
 
-    def __init__(self, scenario, engine):
-        super().__init__(scenario, engine)
-        self.stride = self.options.period
-
-    def round_count(self, iterations: int) -> int:
-        return iterations // self.options.period
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        super().__init__(scenario, costs, stride=scenario.algorithm.period)
 
     def synchronous(self, m: int) -> bool:
         return True
 
-    def local_step(self, call: Call) -> None:
-        """No wait; the step is carried by the coming average (none after the last full period)."""
-        m = call.iteration // self.stride
-        call.round = m if m < self.total else -1
-        call.fresh, call.final = m < self.total, True
-        self.engine.release(call, applied=False)
+
+def update(
+    rules: LocalSgdRules,
+    workload: Any,
+    it: pd.DataFrame,
+    rounds: pd.DataFrame,
+    W: np.ndarray,
+    opt: Optimizer,
+    note: Observer,
+) -> Iterator[int]:
+    """``period`` local steps of every worker, then w ← mean(w) at each average; steps after the last average stay
+    local."""
+    P, N, period = rules.P, rules.N, rules.stride
+    ranks = np.arange(P)
+
+    def steps(first: int, last: int) -> None:
+        for n in range(first, last):
+            G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, n)))
+            opt.step(W, G)
+
+    for m in range(len(rounds)):
+        steps(m * period, (m + 1) * period)
+        W[:] = W.mean(axis=0)
+        note("averaged", m, W)
+        yield m
+    steps(len(rounds) * period, N)
+
+
+RECORD = Algorithm(
+    name="local-sgd",
+    summary="local SGD: period local steps, then a synchronous average of every model",
+    keys=(PERIOD,),
+    rules=LocalSgdRules,
+    process=RoundProcess,
+    kernel=rounds.run,
+    update=update,
+    exchanges={"native": "stragglerlab.realrun.algorithms.local_sgd:LocalSgdExchange"},
+    style=Style("#0072B2", "P"),
+)

@@ -3,61 +3,97 @@
 Workers run free. When the total number of iterations over all workers reaches a multiple of P·period (a local
 exchange: each worker is pulled toward the best worker of its node) or of P·global_period (also a global one:
 toward the best worker overall), every worker joins one blocking exchange after its current iteration, as the
-released code's counting server does. The exchange starts when the last worker joins and, like every round's data
-exchange (DESIGN §4), takes T_ar: an allreduce of the model over all workers, which bounds what the released code
-sends (an allgather of running-mean losses, then broadcasts of the leaders' models). A blocking exchange needs every
-worker, so none is triggered once some worker has posted its last iteration (before the post that would trigger it,
-in the engine's order).
+released code's counting server does (:meth:`LsgdRules.trigger` is that rule, for the simulator and real runs
+alike). The exchange starts when the last worker joins and, like every round's data exchange, costs one allreduce
+of the model over all workers, which bounds what the released code sends (an allgather of running-mean losses, then
+broadcasts of the leaders' models). A blocking exchange needs every worker, so none is triggered once some worker
+has posted its last iteration (before the post that would trigger it, in the engine's order).
 """
 
 from __future__ import annotations
 
-from stragglerlab.simulator.engine import COMPLETIONS, Call, Engine
-from stragglerlab.simulator.network import NetworkModel, message_bytes
-from stragglerlab.simulator.scenario import Scenario
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from stragglerlab.simulator.algorithms.local_sgd import PERIOD
+from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.fast import kernels
+from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
+from stragglerlab.simulator.network import message_bytes
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+GLOBAL_PERIOD = Key("global_period", 64, POSITIVE_INT, "a global exchange every P·global_period iterations in all")
+PULL = Key("pull", 0.1, FRACTION, "λ: the pull toward the best worker of the node, in [0, 1]")
+GLOBAL_PULL = Key("global_pull", 0.1, FRACTION, "λ_G: the pull toward the best worker overall, in [0, 1]")
+LOSS_WINDOW = 10  # the leader is chosen on the mean of each worker's last training losses
+LOCAL, GLOBAL = "local", "global"
 
 
-class Lsgd:
-    """Counts posts in the engine's order; a count that hits a multiple of P·period triggers an exchange."""
+class LsgdRules:
+    """When exchanges happen, what they cost and how hard they pull."""
 
-    def __init__(self, scenario: Scenario, engine: Engine):
-        self.engine = engine
-        self.P = scenario.workers
-        o = scenario.algorithm
-        self.local_every, self.global_every = self.P * o.period, self.P * o.global_period
-        self.t_exchange = NetworkModel.of(scenario).allreduce(self.P, message_bytes(scenario))
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        a = scenario.algorithm
+        self.P, self.N = scenario.workers, scenario.iterations
+        self.local_every, self.global_every = self.P * a.period, self.P * a.global_period
+        self.t_exchange = costs.collective("leader", message_bytes(scenario), self.P)
+        self.pull, self.global_pull = a.pull, a.global_pull
+        self.workers_per_node = scenario.cluster.workers_per_node
+
+    def trigger(self, count: int) -> str | None:
+        """The exchange that the ``count``-th post over all workers triggers: ``global`` (which also does the local
+        pulls), ``local`` or None."""
+        if count % self.global_every == 0:
+            return GLOBAL
+        return LOCAL if count % self.local_every == 0 else None
+
+
+@dataclass
+class _Exchange:
+    initiator: int
+    t_trigger: float
+    kind: str
+
+
+class LsgdProcess:
+    """The reference engine's side: counts posts in the engine's order and runs the exchanges they trigger."""
+
+    def __init__(self, rules: LsgdRules, engine: Engine):
+        self.rules, self.engine = rules, engine
         self.count = 0
-        self.last = scenario.iterations - 1
         self.ending = 0  # workers that have posted their last iteration
         self.rounds = 0
-        self.exchange: dict | None = None  # the exchange being joined
+        self.exchange: _Exchange | None = None  # the exchange being joined
         self.joined: list[Call] = []
-        self.open: list[list[Call]] = [[] for _ in range(self.P)]  # each worker's steps since its last exchange
+        self.open: list[list[Call]] = [[] for _ in range(rules.P)]  # each worker's steps since its last exchange
 
     def post(self, call: Call) -> None:
+        rules = self.rules
         self.count += 1
         self.open[call.worker].append(call)
         ex = self.exchange
-        if (
-            ex is None
-            and self.ending == 0
-            and (self.count % self.local_every == 0 or self.count % self.global_every == 0)
-        ):
-            ex = self.exchange = {
-                "initiator": call.worker,
-                "t_trigger": self.engine.now,
-                "global": self.count % self.global_every == 0,
-            }
-        self.ending += call.iteration == self.last
+        kind = rules.trigger(self.count) if ex is None and self.ending == 0 else None
+        if kind is not None:
+            ex = self.exchange = _Exchange(call.worker, self.engine.now, kind)
+        self.ending += call.iteration == rules.N - 1
         if ex is None:
             self.engine.release(call, applied=False)
             return
         self.joined.append(call)
-        if len(self.joined) == self.P:
-            now = self.engine.now
-            self.engine.at(self.t_exchange, COMPLETIONS, lambda: self.complete(ex, now + self.t_exchange))
+        if len(self.joined) == rules.P:
+            t_done = self.engine.now + rules.t_exchange
+            self.engine.after(rules.t_exchange, lambda: self.complete(ex, t_done))
 
-    def complete(self, ex: dict, t_done: float) -> None:
+    def complete(self, ex: _Exchange, t_done: float) -> None:
         m = self.rounds
         for calls in self.open:
             for call in calls:
@@ -68,6 +104,69 @@ class Lsgd:
         self.joined = []
         self.exchange = None
         self.rounds += 1
-        self.engine.sink.round(
-            (m, "leader", ex["initiator"], ex["t_trigger"], t_done, self.P, self.P, -1 if ex["global"] else 0)
-        )
+        group = -1 if ex.kind == GLOBAL else 0
+        self.engine.sink.round((m, "leader", ex.initiator, ex.t_trigger, t_done, self.rules.P, self.rules.P, group))
+
+
+def leaders(losses: np.ndarray, node: np.ndarray) -> tuple[np.ndarray, int]:
+    """The best worker of each worker's node and the best overall: the lowest running mean of the last training
+    losses, ties to the lowest rank."""
+    local = np.empty(len(losses), dtype=np.int64)
+    for k in np.unique(node):
+        members = np.flatnonzero(node == k)
+        local[members] = members[np.argmin(losses[members])]
+    return local, int(np.argmin(losses))
+
+
+def update(
+    rules: LsgdRules,
+    workload: Any,
+    it: pd.DataFrame,
+    rounds: pd.DataFrame,
+    W: np.ndarray,
+    opt: Optimizer,
+    note: Observer,
+) -> Iterator[int]:
+    """Each worker's free-running steps up to its exchange, then the pulls
+    x ← x − pull·(x − x_local_leader) − global_pull·(x − x_global_leader) (the global term only at global
+    exchanges, ``group == -1``), all from the models as they were when the exchange started; a leader's own term is
+    zero."""
+    P = rules.P
+    node = np.arange(P) // rules.workers_per_node
+    target, global_ = matrix(it, "round", P), rounds["group"].to_numpy() < 0
+    losses = np.full((P, LOSS_WINDOW), np.nan)  # ring of each worker's last training losses
+    done = np.zeros(P, dtype=np.int64)  # iterations each worker has stepped
+
+    def steps(count: np.ndarray) -> None:
+        for s in range(int(count.max(initial=0))):
+            rows = np.flatnonzero(count > s)
+            n = done[rows] + s
+            G, loss = workload.gradient(W[rows], workload.batches(rows, n))
+            losses[rows, n % LOSS_WINDOW] = loss
+            opt.step(W, G, rows)
+        done[:] += count
+
+    for m in range(len(rounds)):
+        steps((target == m).sum(axis=1))
+        mean = np.nanmean(losses, axis=1)
+        note("exchange", m, (W.copy(), mean))
+        X = W.copy()
+        local, best = leaders(mean, node)
+        W -= rules.pull * (X - X[local])
+        if global_[m]:
+            W -= rules.global_pull * (X - X[best])
+        yield m
+    steps(rules.N - done)
+
+
+RECORD = Algorithm(
+    name="lsgd",
+    summary="LSGD: workers run free; every P·period iterations in all they pull toward the best worker",
+    keys=(PERIOD, GLOBAL_PERIOD, PULL, GLOBAL_PULL),
+    rules=LsgdRules,
+    process=LsgdProcess,
+    kernel=kernels.run,
+    update=update,
+    exchanges={"native": "stragglerlab.realrun.algorithms.lsgd:LsgdExchange"},
+    style=Style("#CC79A7", "v"),
+)

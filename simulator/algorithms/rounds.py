@@ -1,19 +1,82 @@
-"""Rounds numbered by call, shared by sync, eager-SGD, WAGMA and local SGD (DESIGN §4).
+"""Round-per-call algorithms (sync, eager-SGD, WAGMA, local SGD): the common part of their rules, and the reference
+engine's process that carries them out.
 
 Call n of every worker belongs to round n (local SGD: only every ``period``-th iteration calls). A round is
 *triggered* by the algorithm's rule, its data exchange starts ``T_act`` later (at once for a synchronous round, which
 is triggered by the last of the P posts), and it completes one exchange time after that. A post of call n made no
 later than round n's exchange start is *fresh*: it is in round n. Otherwise it is *late*: it is released when round
-n completes (at once if it already has), and what becomes of its contribution is the subclass's ``late`` rule.
+n completes (at once if it already has), and what becomes of its contribution is the rules' ``late``:
+
+- ``accumulate``: it waits in the worker's pending sum and goes into the first round whose exchange has not started;
+- ``drop``: it is discarded;
+- ``deposit`` (models, not gradients): the worker's latest deposit stands in for it; the first round that reads a
+  deposit carries it, and a deposit replaced before any round read it is carried by none.
+
+The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`).
 """
 
 from __future__ import annotations
 
-from stragglerlab.simulator.engine import COMPLETIONS, Call, Engine
-from stragglerlab.simulator.network import NetworkModel, message_bytes
-from stragglerlab.simulator.scenario import Scenario
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.keys import NONNEG_INT, Key
+from stragglerlab.simulator.network import message_bytes
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
 
 INF = float("inf")
+ACCUMULATE, DROP, DEPOSIT = "accumulate", "drop", "deposit"
+
+SYNC_PERIOD = Key("sync_period", 33, NONNEG_INT, "every k-th round is synchronous, which bounds staleness; 0: never")
+
+
+class RoundRules:
+    """Which rounds are synchronous, what activates the others, what each costs, and the late rule; subclasses (one
+    per algorithm) override what differs."""
+
+    sync_kind = "sync"  # the kind of a synchronous round in the rounds table
+    async_kind = "async"  # ... and of any other
+    late = ACCUMULATE
+    divide_by = "workers"  # gradient algorithms: a round's sum is divided by P (or by the gradients summed)
+    sync_period = 0  # every sync_period-th round is synchronous (0: never)
+
+    def __init__(self, scenario: Scenario, costs: CostModel, stride: int = 1):
+        self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
+        self.nbytes = message_bytes(scenario)
+        self.stride = stride  # iterations per call: only every stride-th iteration calls the collective
+        self.total = self.N // stride  # rounds
+        self.t_act = costs.activation(self.P)
+        self.costs = costs
+        self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
+
+    def call_round(self, n: int) -> int | None:
+        """The round iteration ``n`` posts to, or None when it does not call the collective."""
+        return n // self.stride if (n + 1) % self.stride == 0 else None
+
+    def synchronous(self, m: int) -> bool:
+        """Round ``m`` waits for all P posts: every ``sync_period``-th round (m = k·sync_period − 1)."""
+        k = self.sync_period
+        return k > 0 and m % k == k - 1
+
+    def kind(self, m: int) -> str:
+        return self.sync_kind if self.synchronous(m) else self.async_kind
+
+    def fixed_initiator(self, m: int) -> int:
+        """The only worker whose post can trigger asynchronous round ``m``; -1: whoever posts first."""
+        return -1
+
+    def exchange_time(self, m: int) -> float:
+        """Seconds of round ``m``'s data exchange."""
+        return self._global[self.kind(m)]
+
+    def group(self, m: int) -> int:
+        """The ``group`` column of round ``m``: -1 when it spans every worker."""
+        return -1
 
 
 class Round:
@@ -43,67 +106,17 @@ class Round:
         return self.t_trigger < INF
 
 
-class RoundAlgorithm:
-    """The shared machinery; subclasses say which rounds are synchronous, what activates the others, what a
-    round costs and what a late contribution becomes."""
+class RoundProcess:
+    """The reference engine's side of a round-per-call algorithm: takes every post in the engine's order, triggers
+    and completes rounds, releases the calls and writes the round rows."""
 
-    async_kind = "async"  # kind of a round that is not synchronous
-    sync_kind = "sync"
-    late_rule = "accumulate"  # what a late contribution becomes: accumulate | drop | deposit (see ``late``)
-
-    def __init__(self, scenario: Scenario, engine: Engine):
-        self.engine = engine
-        self.P = scenario.workers
-        self.options = scenario.algorithm
-        self.seed = scenario.seed
-        self.stride = 1  # iterations per call: only every stride-th iteration calls the collective
-        self.net = NetworkModel.of(scenario)
-        self.nbytes = message_bytes(scenario)
-        self.t_act = self.net.activation(self.P)
-        self.t_global = self.net.allreduce(self.P, self.nbytes)
-        self.total = self.round_count(scenario.iterations)
+    def __init__(self, rules: RoundRules, engine: Engine):
+        self.rules, self.engine = rules, engine
         self.open: dict[int, Round] = {}
         self.completed = -1  # rounds complete in order: every round <= this one is done
+        self.first_post = np.full(rules.P, INF)  # deposit: when each worker first had a model deposited
+        self.last: list[Call | None] = [None] * rules.P  # deposit: each worker's latest deposit
 
-    # -- the rules, overridden per algorithm ---------------------------------------------------------------------
-    def round_count(self, iterations: int) -> int:
-        return iterations
-
-    def call_round(self, n: int) -> int | None:
-        """The round iteration ``n`` posts to, or None when it does not call the collective."""
-        return n // self.stride if (n + 1) % self.stride == 0 else None
-
-    def synchronous(self, m: int) -> bool:
-        """Every ``sync_period``-th round (m = k·sync_period − 1) waits for all P posts."""
-        k = self.options.sync_period
-        return k > 0 and m % k == k - 1
-
-    def fixed_initiator(self, m: int) -> int:
-        """The only worker whose post can trigger asynchronous round ``m``; -1: whoever posts first."""
-        return -1
-
-    def activates(self, call: Call, m: int) -> bool:
-        """Whether this post triggers round ``m`` (not synchronous, not yet triggered)."""
-        return self.fixed_initiator(m) in (-1, call.worker)
-
-    def exchange_time(self, m: int) -> float:
-        return self.t_global
-
-    def group(self, m: int) -> int:
-        return -1
-
-    def contributors(self, r: Round) -> int:
-        return r.contributors
-
-    def late(self, call: Call, target: int | None) -> None:
-        """A late post: ``target`` is the first round whose exchange has not started yet (None: there is none)."""
-        raise NotImplementedError
-
-    def settle(self, call: Call) -> None:
-        """Called after each post that went to a round; the row is final unless a subclass says otherwise."""
-        call.final = True
-
-    # -- the machinery -------------------------------------------------------------------------------------------
     def round(self, m: int) -> Round:
         r = self.open.get(m)
         if r is None:
@@ -111,7 +124,8 @@ class RoundAlgorithm:
         return r
 
     def post(self, call: Call) -> None:
-        engine, m = self.engine, self.call_round(call.iteration)
+        rules, engine = self.rules, self.engine
+        m = rules.call_round(call.iteration)
         if m is None:
             self.local_step(call)
             return
@@ -126,16 +140,56 @@ class RoundAlgorithm:
                 if call.worker not in r.pending:
                     r.contributors += 1
                 r.waiting.append(call)
-                if not r.triggered and (r.posted == self.P if self.synchronous(m) else self.activates(call, m)):
+                if not r.triggered and (r.posted == rules.P if rules.synchronous(m) else self.activates(call, m)):
                     self.trigger(r, call.worker)
             else:
                 self.late(call, self.next_open(m))
                 r.waiting.append(call)
         self.settle(call)
 
+    def activates(self, call: Call, m: int) -> bool:
+        """Whether this post triggers asynchronous round ``m`` (not yet triggered)."""
+        return self.rules.fixed_initiator(m) in (-1, call.worker)
+
+    def late(self, call: Call, target: int | None) -> None:
+        """A late post: ``target`` is the first round whose exchange has not started yet (None: there is none)."""
+        late = self.rules.late
+        if late == ACCUMULATE and target is not None:
+            call.round = target
+            self.round(target).add_pending(call.worker)
+        elif late == DEPOSIT and target is not None:
+            call.round = target
+        else:
+            call.round = -1
+
+    def settle(self, call: Call) -> None:
+        """After each post that went to a round: the row is final, except a deposit, which is final when the next
+        one is made (it is overwritten unread if both go to one round)."""
+        if self.rules.late != DEPOSIT:
+            call.final = True
+            return
+        w = call.worker
+        self.first_post[w] = min(self.first_post[w], call.t_post)
+        prev = self.last[w]
+        if prev is not None:
+            if prev.round == call.round:
+                prev.round, prev.fresh = -1, False
+            prev.final = True
+        self.last[w] = call
+
+    def contributors(self, r: Round) -> int:
+        """Workers that contributed anything: for deposits, every worker that had deposited by the exchange start."""
+        if self.rules.late == DEPOSIT:
+            return int(np.count_nonzero(self.first_post <= r.t_start))
+        return r.contributors
+
     def local_step(self, call: Call) -> None:
-        """An iteration that does not call the collective (local SGD between averages)."""
-        raise NotImplementedError
+        """An iteration that does not call the collective: no wait; the round that will carry it is the coming one
+        (none after the last)."""
+        m = call.iteration // self.rules.stride
+        carried = m < self.rules.total
+        call.round, call.fresh, call.final = (m if carried else -1), carried, True
+        self.engine.release(call, applied=False)
 
     def next_open(self, m: int) -> int | None:
         """The first round after ``m`` whose data exchange has not started before now."""
@@ -143,23 +197,21 @@ class RoundAlgorithm:
         k = max(m, self.completed) + 1
         while k in self.open and self.open[k].t_start < now:
             k += 1
-        return k if k < self.total else None
+        return k if k < self.rules.total else None
 
     def trigger(self, r: Round, worker: int) -> None:
-        now = self.engine.now
+        rules, now = self.rules, self.engine.now
         r.initiator, r.t_trigger = worker, now
-        r.t_start = now if self.synchronous(r.index) else now + self.t_act
-        r.t_done = r.t_start + self.exchange_time(r.index)
-        self.engine.at(r.t_done - now, COMPLETIONS, lambda: self.complete(r))
+        r.t_start = now if rules.synchronous(r.index) else now + rules.t_act
+        r.t_done = r.t_start + rules.exchange_time(r.index)
+        self.engine.after(r.t_done - now, lambda: self.complete(r))
 
     def complete(self, r: Round) -> None:
-        m = r.index
+        rules, m = self.rules, r.index
         del self.open[m]
         self.completed = m
         for call in r.waiting:
             self.engine.release(call)
-        fresh = r.posted
-        kind = self.sync_kind if self.synchronous(m) else self.async_kind
         self.engine.sink.round(
-            (m, kind, r.initiator, r.t_trigger, r.t_done, self.contributors(r), fresh, self.group(m))
+            (m, rules.kind(m), r.initiator, r.t_trigger, r.t_done, self.contributors(r), r.posted, rules.group(m))
         )

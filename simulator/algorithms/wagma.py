@@ -12,10 +12,23 @@ that differs from i only in digit s. For powers of two this is exactly "differ o
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from stragglerlab.simulator.algorithms.rounds import INF, Round, RoundAlgorithm
-from stragglerlab.simulator.engine import Call
+import numpy as np
+import pandas as pd
+
+from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
+from stragglerlab.simulator.algorithms.rounds import DEPOSIT, SYNC_PERIOD, RoundProcess, RoundRules
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
+from stragglerlab.simulator.fast import rounds
+from stragglerlab.simulator.keys import POSITIVE_INT, Key
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+GROUP_SIZE = Key("group_size", 8, POSITIVE_INT, "models are averaged in butterfly groups of this many workers (1 … P)")
 
 
 def phase_count(workers: int, group_size: int) -> int:
@@ -48,44 +61,106 @@ def phase_groups(phase: int, workers: int, group_size: int) -> list[list[int]]:
     ]
 
 
-class Wagma(RoundAlgorithm):
-    """Group rounds activated by the first post; a late worker's last deposit stands in for it."""
+class WagmaRules(RoundRules):
+    """Group rounds activated by the first post; a late worker's last deposit stands in for it; every group of a
+    phase completes with the phase's slowest group."""
 
-    async_kind = "group"
     sync_kind = "average"
-    late_rule = "deposit"
+    async_kind = "group"
+    late = DEPOSIT
 
-    def __init__(self, scenario, engine):
-        super().__init__(scenario, engine)
-        S = self.options.group_size
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        super().__init__(scenario, costs)
+        self.sync_period = scenario.algorithm.sync_period
+        self.group_size = S = scenario.algorithm.group_size
         self.phases = phase_count(self.P, S)
-        # every group of a phase completes with the phase's slowest group
         self.t_phase = [
-            max(self.net.allreduce(g, self.nbytes) for g in phase_groups(s, self.P, S)) for s in range(self.phases)
+            max(costs.collective(self.async_kind, self.nbytes, g) for g in phase_groups(s, self.P, S))
+            for s in range(self.phases)
         ]
-        self.first_post = np.full(self.P, INF)
-        self.last: list[Call | None] = [None] * self.P
 
     def exchange_time(self, m: int) -> float:
-        return self.t_global if self.synchronous(m) else self.t_phase[m % self.phases]
+        return super().exchange_time(m) if self.synchronous(m) else self.t_phase[m % self.phases]
 
     def group(self, m: int) -> int:
         return -1 if self.synchronous(m) else m % self.phases
 
-    def contributors(self, r: Round) -> int:
-        """Every worker that has deposited a model by the exchange start."""
-        return int(np.count_nonzero(self.first_post <= r.t_start))
 
-    def late(self, call: Call, target: int | None) -> None:
-        call.round = -1 if target is None else target
+def update(
+    rules: WagmaRules,
+    workload: Any,
+    it: pd.DataFrame,
+    rounds: pd.DataFrame,
+    W: np.ndarray,
+    opt: Optimizer,
+    note: Observer,
+) -> Iterator[int]:
+    """Group (or global) average of the deposits read at each exchange start, then each worker's own step.
 
-    def settle(self, call: Call) -> None:
-        """A deposit is final when the next one is made: it is overwritten unread if both go to one round."""
-        w = call.worker
-        self.first_post[w] = min(self.first_post[w], call.t_post)
-        prev = self.last[w]
-        if prev is not None:
-            if prev.round == call.round:
-                prev.round, prev.fresh = -1, False
-            prev.final = True
-        self.last[w] = call
+    Round m reads, for each worker j, its latest deposit posted by the exchange start x(m) (t_trigger + T_act;
+    t_trigger for the periodic global average); a deposit is the model the worker computed its gradient on, and
+    before its first post a worker's deposit is the initial model (which is what it deposits first). A group round
+    applies w ← (Σ_group deposits + w)/(|group| + 1), a global one w ← mean of all deposits (every worker is fresh
+    there, as the released code's Σ_all W_j / P); then each worker steps with its own gradient.
+    """
+    P, N, S = rules.P, rules.N, rules.group_size
+    t_post, target = matrix(it, "t_post", P), matrix(it, "round", P)
+    groups = []  # per phase: ranks ordered by group, where each group starts in that order, group of each rank
+    for s in range(rules.phases):
+        members = phase_groups(s, P, S)
+        gid = np.empty(P, dtype=np.int64)
+        for g, ranks_of in enumerate(members):
+            gid[ranks_of] = g
+        sizes = np.array([len(g) for g in members])
+        groups.append((np.concatenate(members), np.cumsum(sizes) - sizes, gid, sizes.astype(np.float64)))
+    ranks = np.arange(P)
+    deposit, read = W.copy(), np.zeros(P, dtype=np.int64)  # the deposit each worker last contributed, and its call
+    saved: dict[tuple[int, int], np.ndarray] = {}
+    group_of, t_trigger = rounds["group"].to_numpy(), rounds["t_trigger"].to_numpy()
+    for m in range(len(rounds)):
+        G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, m)))
+        kept = np.flatnonzero(target[:, m] >= 0) if m else ranks[:0]  # deposit 0 is the initial model
+        for j, row in zip(kept, W[kept], strict=True):  # W[kept] is a copy
+            saved[(int(j), m)] = row
+        group = int(group_of[m])
+        x = float(t_trigger[m]) + (0.0 if group < 0 else rules.t_act)
+        latest = read.copy()
+        while True:  # each worker's latest deposit posted by x (monotone in m: advance a pointer)
+            ahead = np.minimum(latest + 1, min(m, N - 1))
+            move = (ahead > latest) & (t_post[ranks, ahead] <= x)
+            if not move.any():
+                break
+            latest[move] = ahead[move]
+        for j in np.flatnonzero(latest != read):
+            deposit[j] = saved.pop((int(j), int(latest[j])))
+        read = latest
+        if group < 0:
+            W[:] = deposit.mean(axis=0)
+        else:
+            order, starts, gid, sizes = groups[group]
+            sums = np.add.reduceat(deposit[order], starts, axis=0)
+            W[:] = (sums[gid] + W) / (sizes[gid] + 1)[:, None]
+        note("averaged", m, W)
+        opt.step(W, G)
+        yield m
+
+
+def check(scenario: Scenario, fail: Fail) -> None:
+    if scenario.algorithm.group_size > scenario.workers:
+        raise fail(
+            "algorithm.group_size", scenario.algorithm.group_size, f"at most cluster.workers = {scenario.workers}"
+        )
+
+
+RECORD = Algorithm(
+    name="wagma",
+    summary="WAGMA-SGD: the first arrival starts a round; models are averaged in butterfly groups, late ones stale",
+    keys=(SYNC_PERIOD, GROUP_SIZE),
+    rules=WagmaRules,
+    process=RoundProcess,
+    kernel=rounds.run,
+    update=update,
+    exchanges={"native": "stragglerlab.realrun.algorithms.wagma:WagmaExchange"},
+    style=Style("#009E73", "D"),
+    check=check,
+)

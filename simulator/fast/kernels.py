@@ -1,167 +1,84 @@
-"""The fast engine's compiled kernels: the semantics of ``docs/semantics.md`` as sweeps over arrays.
-
-Rounds are strictly sequential, so for the round-per-call algorithms every worker's post of call m is known once
-round m − 1 is done: a round is one O(P) sweep (trigger, exchange start, fresh or late, release) instead of events.
-LSGD's workers run free between exchanges, so its kernel merges their posts in (time, worker) order with a heap.
-
-Both kernels work on a window of iterations [base, base + rows) held in row buffers (times, round, fresh) and a
-compute-time block of the same window, and return a status when they need the driver to slide or grow the window
-(or, for the round kernel, the per-worker pending queues); the state arrays keep everything needed to resume.
+"""LSGD's compiled kernel: its workers run free between exchanges, so it merges their posts in (time, worker) order
+with a heap. It works on a window of iterations [base, base + rows) held in row buffers (times, round, fresh) and a
+compute-time block of the same window, and returns a status when it needs the driver to slide or grow the window;
+the state arrays keep everything needed to resume.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
-DONE, NEED_ROWS, NEED_PENDING, OUT_FULL = 0, 1, 2, 3
-ACCUMULATE, DROP, DEPOSIT = 0, 1, 2
-# state of the round kernel (int64 array)
-S_ROUND, S_BASE = 0, 1
+from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, FastEngine
+
 # state of the LSGD kernel (int64 array)
 L_ROUND, L_COUNT, L_ENDING, L_ACTIVE, L_JOINED, L_INITIATOR, L_GLOBAL, L_BASE, L_HEAP = range(9)
 
 
-@njit(cache=True)
-def round_kernel(
-    state,
-    t_start,
-    first_post,
-    pend_n,
-    pend_t,
-    pend_head,
-    pend_len,
-    compute,
-    r_start,
-    r_post,
-    r_done,
-    r_round,
-    r_fresh,
-    is_sync,
-    t_exchange,
-    fixed_initiator,
-    t_act,
-    stride,
-    late_mode,
-    out_round,
-    out_initiator,
-    out_trigger,
-    out_done,
-    out_contributors,
-    out_fresh,
-):
-    """Process rounds from ``state[S_ROUND]`` until all are done or the window is full.
+def run(a: Any, fast: FastEngine) -> None:
+    """Run LSGD's rules ``a`` on the fast engine ``fast``."""
+    P, N = fast.P, fast.N
+    window = fast.window(fast.window_size())
+    state = np.zeros(9, dtype=np.int64)
+    t_trigger = np.zeros(1)
+    heap_t, heap_w = np.zeros(P), np.zeros(P, dtype=np.int64)
+    for i in range(P):
+        state[L_HEAP] = _push(heap_t, heap_w, state[L_HEAP], float(window.times[0, i]), i)
+    iteration, unresolved = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
+    batch = 256
+    out = {
+        "round": np.zeros(batch, dtype=np.int64),
+        "initiator": np.zeros(batch, dtype=np.int64),
+        "t_trigger": np.zeros(batch),
+        "t_done": np.zeros(batch),
+        "global": np.zeros(batch, dtype=np.bool_),
+    }
 
-    ``t_start[i]``: when worker i starts its next iteration. ``pend_*``: each worker's late contributions not yet
-    taken by an exchange (ring buffers of iteration and post time). Round rows go to the ``out_*`` arrays, from
-    index 0; returns (status, rounds written).
-    """
-    P = t_start.shape[0]
-    total = is_sync.shape[0]
-    base = state[S_BASE]
-    rows = r_post.shape[0]
-    R = pend_n.shape[1]
-    written = 0
-    full = np.any(pend_len == R)  # a round pushes at most one pending contribution per worker
-    while state[S_ROUND] < total:
-        m = state[S_ROUND]
-        if written == out_round.shape[0]:
-            return OUT_FULL, written
-        if (m + 1) * stride - base > rows:
-            return NEED_ROWS, written
-        if full:
-            return NEED_PENDING, written
-        first = m * stride
-        call = first + stride - 1
-        k = call - base
-        # local steps (local SGD), then the post of call m; the trigger on the way: the last post (synchronous,
-        # the highest rank among ties), the first post (the lowest rank among ties) or the fixed initiator's post
-        sync = is_sync[m]
-        initiator = -1 if sync else fixed_initiator[m]
-        pick = initiator < 0
-        for i in range(P):
-            t = _local_steps(i, t_start[i], first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
-            r_start[k, i] = t
-            t = t + compute[k, i]
-            r_post[k, i] = t
-            if m == 0:
-                first_post[i] = t
-            if pick and (i == 0 or (t >= r_post[k, initiator] if sync else t < r_post[k, initiator])):
-                initiator = i
-        posts = r_post[k]
-        t_trigger = posts[initiator]
-        x = t_trigger if sync else t_trigger + t_act
-        done = x + t_exchange[m]
-        contributors = 0
-        fresh_count = 0
-        for i in range(P):
-            fresh = posts[i] <= x
-            # late contributions of earlier calls that this exchange takes (posted no later than its start)
-            taken = 0
-            while taken < pend_len[i] and pend_t[i, (pend_head[i] + taken) % R] <= x:
-                taken += 1
-            for j in range(taken):
-                slot = (pend_head[i] + j) % R
-                kj = pend_n[i, slot] - base
-                if late_mode == DEPOSIT and (fresh or j < taken - 1):
-                    r_round[kj, i] = -1  # overwritten by a later deposit before any exchange read it
-                else:
-                    r_round[kj, i] = m
-            pend_head[i] = (pend_head[i] + taken) % R
-            pend_len[i] -= taken
-            if fresh:
-                fresh_count += 1
-                r_round[k, i] = m
-                r_fresh[k, i] = True
-                r_done[k, i] = done
-                t_start[i] = done
-            else:
-                r_round[k, i] = -1
-                r_fresh[k, i] = False
-                r_done[k, i] = max(posts[i], done)
-                t_start[i] = r_done[k, i]
-                if late_mode != DROP:
-                    slot = (pend_head[i] + pend_len[i]) % R
-                    pend_n[i, slot] = call
-                    pend_t[i, slot] = posts[i]
-                    pend_len[i] += 1
-                    full |= pend_len[i] == R
-            if late_mode == DEPOSIT:
-                contributors += first_post[i] <= x
-            elif fresh or taken > 0:
-                contributors += 1
-        out_round[written] = m
-        out_initiator[written] = initiator
-        out_trigger[written] = t_trigger
-        out_done[written] = done
-        out_contributors[written] = contributors
-        out_fresh[written] = fresh_count
-        written += 1
-        state[S_ROUND] = m + 1
-    return DONE, written
+    def version(iteration_: np.ndarray, rnd: np.ndarray) -> np.ndarray:
+        return np.where(rnd >= 0, rnd, state[L_ROUND])
 
-
-@njit(cache=True)
-def _local_steps(i, t, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
-    """Worker i's iterations [first, last) as local steps from time t, released at once; returns the end time."""
-    for n in range(first, last):
-        k = n - base
-        r_start[k, i] = t
-        t = t + compute[k, i]
-        r_post[k, i] = t
-        r_done[k, i] = t
-        r_round[k, i] = carried_by
-        r_fresh[k, i] = carried_by >= 0
-    return t
-
-
-@njit(cache=True)
-def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
-    """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
-    for i in range(t_start.shape[0]):
-        t_start[i] = _local_steps(
-            i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1
+    while True:
+        state[L_BASE] = window.base
+        status, written = lsgd_kernel(
+            state,
+            t_trigger,
+            heap_t,
+            heap_w,
+            iteration,
+            unresolved,
+            window.times,
+            window.start,
+            window.post,
+            window.done,
+            window.round,
+            window.fresh,
+            N,
+            a.local_every,
+            a.global_every,
+            a.t_exchange,
+            out["round"],
+            out["initiator"],
+            out["t_trigger"],
+            out["t_done"],
+            out["global"],
         )
+        every = np.full(written, P, dtype=np.int64)
+        fast.emit_rounds(
+            written,
+            {**out, "contributors": every, "fresh": every},
+            np.full(written, "leader", dtype=object),
+            np.where(out["global"][:written], -1, 0).astype(np.int64),
+        )
+        if status == DONE:
+            break
+        if status == OUT_FULL:
+            continue
+        final = int(unresolved.min())  # rows from a worker's first unresolved iteration on may still change
+        fast.flush(window, final, version)
+        window.slide(final)
+    fast.flush(window, N, version)
 
 
 @njit(cache=True)

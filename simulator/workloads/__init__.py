@@ -1,24 +1,23 @@
 """Workloads of the convergence replay, chosen by ``workload.model``: ``hyperplane``, ``logistic``, ``mlp`` (numpy,
-built in) or ``module:function`` (a torch workload, :mod:`.torch_bridge`). The interface is in :mod:`.base`."""
+built in) or ``module:function`` (a torch workload, :mod:`.torch_bridge`; torch is imported only then). The interface
+is in :mod:`.base`."""
 
 from __future__ import annotations
 
 from stragglerlab.simulator.scenario import BUILTIN_MODELS, Scenario
+from stragglerlab.simulator.workloads.base import ArrayWorkload
+from stragglerlab.simulator.workloads.classifier import Classifier
+from stragglerlab.simulator.workloads.hyperplane import Hyperplane
+from stragglerlab.simulator.workloads.torch_bridge import TorchWorkload, load_task
 
 __all__ = ["BUILTIN_MODELS", "load"]
 
 
-def load(scenario: Scenario):
+def load(scenario: Scenario) -> ArrayWorkload | TorchWorkload:
     """The workload of ``scenario`` with its data made from the seed (``model`` must not be ``none``)."""
     name = scenario.workload.model
     if name == "hyperplane":
-        from stragglerlab.simulator.workloads.hyperplane import Hyperplane
-
         return Hyperplane(scenario)
     if name in ("logistic", "mlp"):
-        from stragglerlab.simulator.workloads.classifier import Classifier
-
         return Classifier(scenario, scenario.workload.hidden if name == "mlp" else ())
-    from stragglerlab.simulator.workloads.torch_bridge import TorchWorkload, load_task
-
     return TorchWorkload(scenario, load_task(name, scenario.seed))

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from stragglerlab.simulator.scenario import Scenario, ScenarioError
+from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.scenario import Scenario
 from stragglerlab.simulator.workloads.sharding import Shards
 
 EVAL_BATCH = 1024

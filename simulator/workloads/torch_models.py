@@ -12,14 +12,14 @@ called. The last 20 % of the samples are the test set.
 
 from __future__ import annotations
 
+from stragglerlab.simulator.workloads.torch_bridge import TorchTask
+
 SAMPLES = 4096
 TEST = SAMPLES // 5
 
 
 def _task(x, y, model):
     from torch.utils.data import TensorDataset
-
-    from stragglerlab.simulator.workloads.torch_bridge import TorchTask
 
     cut = len(x) - TEST
     return TorchTask(model, TensorDataset(x[:cut], y[:cut]), TensorDataset(x[cut:], y[cut:]))

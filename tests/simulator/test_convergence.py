@@ -9,8 +9,7 @@ import pytest
 from stragglerlab.analysis.metrics import summarize, to_target
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator.catalog import example_path
-from stragglerlab.simulator.convergence import replay
-from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.run import simulate, train
 from stragglerlab.simulator.scenario import load
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
@@ -45,7 +44,7 @@ def trace(s, workload=None, events=("round",)):
         if event in seen:
             seen[event].append((m, value.copy() if isinstance(value, np.ndarray) else value))
 
-    list(replay(s, workload, it, rounds, observe))
+    list(train(s, workload, it, rounds, observe))
     return seen, it
 
 
@@ -213,7 +212,7 @@ def test_evals_at_intervals_of_simulated_time_and_of_iterations_and_per_replica(
         }
     )
     it, rounds = run_tables(s)
-    rows = list(replay(s, load_workload(s), it, rounds))
+    rows = list(train(s, load_workload(s), it, rounds))
     averaged = [r for r in rows if r[2] == -1]
     assert sorted({r[2] for r in rows}) == list(range(-1, s.workers))
     assert len(rows) == len(averaged) * (s.workers + 1)
@@ -223,4 +222,4 @@ def test_evals_at_intervals_of_simulated_time_and_of_iterations_and_per_replica(
     crossing = [t for before, t in zip([0.0] + done, done, strict=False) if int(t) > int(before)]
     assert times[1:-1] == crossing  # the first round completing past each whole second
     by_iterations = s.replace(**{"evals.every_seconds": 0, "evals.every_iterations": 7, "evals.replicas": False})
-    assert [r[1] for r in replay(by_iterations, load_workload(s), it, rounds)] == [0, 7, 14, 21, 28, 30]
+    assert [r[1] for r in train(by_iterations, load_workload(s), it, rounds)] == [0, 7, 14, 21, 28, 30]

@@ -57,13 +57,30 @@ def trained_cases() -> dict[str, Scenario]:
     cases = {}
     for model in ("hyperplane", "mlp"):
         for algorithm in ALGORITHMS:
-            raw = {"seed": 3, "iterations": 60, "cluster": {"workers": 8, "workers_per_node": 2},
-                   "workload": {"model": model, "dimension": 20, "samples": 4096, "batch": 16, "hidden": [16],
-                                "compute": {"dist": "lognormal", "mean": 0.1, "cv": 0.5}},
-                   "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.2},
-                   "evals": {"every_iterations": 10},
-                   "algorithm": {"name": algorithm, "sync_period": 4, "group_size": 2, "period": 3,
-                                 "global_period": 6, "lr": 0.05, "momentum": 0.5}}  # fmt: skip
+            raw = {
+                "seed": 3,
+                "iterations": 60,
+                "cluster": {"workers": 8, "workers_per_node": 2},
+                "workload": {
+                    "model": model,
+                    "dimension": 20,
+                    "samples": 4096,
+                    "batch": 16,
+                    "hidden": [16],
+                    "compute": {"dist": "lognormal", "mean": 0.1, "cv": 0.5},
+                },
+                "imbalance": {"kind": "random-delay", "slow": [1, 2], "delay": 0.2},
+                "evals": {"every_iterations": 10},
+                "algorithm": {
+                    "name": algorithm,
+                    "sync_period": 4,
+                    "group_size": 2,
+                    "period": 3,
+                    "global_period": 6,
+                    "lr": 0.05,
+                    "momentum": 0.5,
+                },
+            }
             cases[f"{model}/{algorithm}"] = from_dict(raw)
     return cases
 

@@ -5,38 +5,16 @@ import subprocess
 import sys
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stragglerlab.analysis.runfolder import SCHEMAS, iteration_columns
-from stragglerlab.simulator.fast.engine import FastEngine
 from tests.helpers import run_tables, scenario
-
-
-def fast_tables(s, window=16):
-    iterations, rounds = [], []
-
-    def keep(block):  # the engine's blocks are views valid during the call
-        iterations.append({name: np.array(column) for name, column in iteration_columns(block).items()})
-
-    FastEngine(s, keep, rounds.append, window=window).run()
-    it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
-    r = (
-        pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names]
-        if rounds
-        else pd.DataFrame({c: [] for c in SCHEMAS["rounds"].names})
-    )
-    return (
-        it.sort_values(["worker", "iteration"]).reset_index(drop=True),
-        r.sort_values("round").reset_index(drop=True),
-    )
 
 
 def assert_same_tables(s, window=16):
     a, ra = run_tables(s)
-    b, rb = fast_tables(s, window)
+    b, rb = run_tables(s, "fast", window)
     for ref, fast in ((a, b), (ra, rb)):
         assert len(ref) == len(fast)
         for column in ref.columns:
@@ -154,12 +132,12 @@ def test_trace_driven(tmp_path):
 
 def test_compilation_is_cached_across_processes(tmp_path):
     script = (
-        "from stragglerlab.simulator.fast.engine import FastEngine\n"
-        "from stragglerlab.simulator.fast import kernels\n"
+        "from stragglerlab.simulator.fast import kernels, rounds\n"
+        "from stragglerlab.simulator.run import run_engine\n"
         "from tests.helpers import scenario\n"
         "for name in ('eager-solo', 'lsgd'):\n"
-        "    FastEngine(scenario(**{'algorithm.name': name}), lambda r: None, lambda r: None).run()\n"
-        "k = (kernels.round_kernel, kernels.lsgd_kernel)\n"
+        "    run_engine(scenario(**{'algorithm.name': name}), 'fast', lambda r: None, lambda r: None)\n"
+        "k = (rounds.round_kernel, kernels.lsgd_kernel)\n"
         "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
         " sum(sum(f.stats.cache_hits.values()) for f in k))\n"
     )

@@ -76,24 +76,23 @@ def test_unclosed_writer_leaves_a_readable_prefix(tmp_path):
 def test_killed_run_is_readable_and_marked_unfinished(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
-        from stragglerlab.analysis.runfolder import RunWriter
-        from stragglerlab.simulator.engine import Engine
+        from stragglerlab.analysis.runfolder import RECORDED, RunWriter
+        from stragglerlab.simulator.run import run_engine
         from tests.helpers import scenario
 
         s = scenario(iterations=2000, **{{"cluster.workers": 16}})
         writer = RunWriter({str(tmp_path / "run")!r}, {{"scenario": {{}}}}, flush_rows=1000)
+        added = 0
 
-        class Sink:
-            rows = 0
-            def iteration(self, row):
+        def iterations(block):  # one row at a time, as a real run's rank adds them
+            global added
+            for row in zip(*(block[name] for name in RECORDED)):
                 writer.add("iterations", row)
-                Sink.rows += 1
-                if Sink.rows == 5500:
+                added += 1
+                if added == 5500:
                     os.kill(os.getpid(), signal.SIGKILL)
-            def round(self, row):
-                writer.add("rounds", row)
 
-        Engine(s, Sink()).run()
+        run_engine(s, "reference", iterations, lambda block: writer.add_block("rounds", block))
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=120)
     assert proc.returncode == -9

@@ -1,0 +1,70 @@
+"""What every real-run exchange shares: the :class:`Exchange` interface the harness drives, and the rows it writes.
+
+An algorithm's record names its exchange per backend (``"module:Class"``); :func:`exchange_class` resolves the name.
+Every exchange follows the algorithm's rules (the same rules object the simulator runs), hands this rank's
+``iterations`` rows to the sink (a row may wait until its round is known) and, on rank 0, the ``rounds`` rows; times
+come from the run's aligned clock.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.replica import Replica
+from stragglerlab.simulator.algorithms.record import Algorithm
+from stragglerlab.simulator.scenario import Scenario
+
+Sink = Callable[[str, tuple], None]
+
+
+def iteration_row(
+    worker: int, n: int, t_start: float, t_post: float, t_done: float, round_: int, model_version: int, fresh: bool
+) -> tuple:
+    """What a rank records of one iteration (:data:`~stragglerlab.analysis.runfolder.RECORDED`)."""
+    return (worker, n, t_start, t_post, t_done, round_, model_version, bool(fresh))
+
+
+def synchronous_round(m: int, kind: str, posts: np.ndarray, t_done: float, group: int = -1) -> tuple:
+    """A ``rounds`` row of a round every rank joined: its initiator is the last to post."""
+    last = int(np.argmax(posts))
+    return (m, kind, last, float(posts[last]), t_done, len(posts), len(posts), group)
+
+
+class Exchange:
+    """One rank's side of an algorithm. ``iteration`` is called after each computation (gradient ``g`` of
+    iteration ``n``, training ``loss``) and returns ``(t_done, iterations)`` when a round completed on this rank
+    (``iterations``: per worker, in the model it produced), else None."""
+
+    #: replicas are identical after every round, so rank 0's evaluations describe the averaged model (worker -1)
+    identical = True
+
+    def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
+        self.scenario, self.rules, self.comm, self.replica = scenario, rules, comm, replica
+        self.clock, self.sink = clock, sink
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.d = replica.dimension
+
+    def iteration(self, n: int, g: Any, loss: float, t_start: float, t_post: float) -> tuple[float, int] | None:
+        raise NotImplementedError
+
+    def rounds(self) -> list[tuple]:
+        """``rounds`` rows completed since the last call (rank 0 writes them)."""
+        return []
+
+    def close(self) -> None:
+        """Collective: finish the exchange and hand over every row still held."""
+
+
+def exchange_class(record: Algorithm, backend: str) -> type[Exchange]:
+    """The exchange ``record`` names for ``backend``; a backend it has none for is a one-line error."""
+    name = record.exchanges.get(backend)
+    if name is None:
+        raise UserError(f"--backend {backend}: {record.name} runs with --backend {' or '.join(record.exchanges)}")
+    module, _, attribute = name.partition(":")
+    return getattr(importlib.import_module(module), attribute)

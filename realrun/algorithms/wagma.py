@@ -1,0 +1,54 @@
+"""WAGMA-SGD through the native core: ranks contribute their models, summed in butterfly groups.
+
+The probe slot of a round's result holds the iteration + 1 of the deposit (model) the round read; a deposit's round is
+the first round that read it, and a deposit replaced before any round read it has round -1. The core's result is the
+group sum, weighed here: ``(Σ_group + w)/(|group| + 1)`` for group rounds, a member that has never posted counting as
+the initial model, and ``Σ/P`` for the periodic global average; then the rank steps with its own gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stragglerlab.realrun.algorithms.base import Sink
+from stragglerlab.realrun.algorithms.native import NativeRounds
+from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.collectives import RoundInfo
+from stragglerlab.realrun.replica import Replica
+from stragglerlab.simulator.algorithms.wagma import butterfly_group
+from stragglerlab.simulator.scenario import Scenario
+
+
+class WagmaExchange(NativeRounds):
+    identical = False
+
+    def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink, group_size=rules.group_size)
+        self.w0 = self.replica.host(self.replica.params()).copy()
+
+    def iteration(self, n, g, loss, t_start, t_post):
+        out, info = self.exchange(n, self.replica.params())
+        t_done = self.clock.now()
+        self.waiting.append((n, t_start, t_post, t_done, info.fresh))
+        self._average(out, info)
+        self.replica.step(g)
+        self._read_deposit(int(round(self.probe(out))), info.round)
+        return t_done, n + 1
+
+    def _read_deposit(self, value: int, round_: int) -> None:
+        """Round ``round_`` read this rank's deposit of iteration ``value - 1``; older unread ones never will be."""
+        while self.waiting and self.waiting[0][0] < value:
+            call = self.waiting.pop(0)
+            self.emit(call, round_ if call[0] == value - 1 else -1)
+
+    def _average(self, out: np.ndarray, info: RoundInfo) -> None:
+        d = self.d
+        if info.group < 0:
+            self.replica.load(out[:d] / self.size)
+            return
+        members = butterfly_group(self.rank, info.group, self.size, self.rules.group_size)
+        missing = sum(not info.mask[j] for j in members)
+        total = out[:d] + missing * self.w0 if missing else out[:d]
+        self.replica.load((total + self.buffer[:d]) / (len(members) + 1))

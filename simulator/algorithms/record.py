@@ -1,0 +1,51 @@
+"""The record of one algorithm: everything each plane needs to run it, in one place.
+
+A record holds the algorithm's scenario keys and their checks, its *rules* (what triggers a round, who contributes
+what, what happens to a late post, what a round costs; built from the scenario and the cost model), the reference
+engine's process, the fast engine's kernel (or none), the convergence replay's update, the real-run exchange of each
+backend, and its plot style. Every plane reads the algorithm from its record, found by name in the registry
+(:mod:`stragglerlab.simulator.algorithms`); nothing else looks at an algorithm's name.
+
+The real-run exchanges live in ``stragglerlab.realrun``, which imports the simulator and not the other way round, so a
+record names them as ``"module:Class"``; the harness resolves the name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stragglerlab.simulator.convergence import Update
+from stragglerlab.simulator.keys import Key, ScenarioError
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+#: ``fail(key, value, allowed)``: the one-line error about a key's value, naming where it came from
+Fail = Callable[[str, Any, str], ScenarioError]
+
+
+@dataclass(frozen=True)
+class Style:
+    """How figures draw the algorithm: a colour (hex) and a matplotlib marker."""
+
+    colour: str
+    marker: str
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One algorithm of the registry (module docstring)."""
+
+    name: str
+    summary: str  # one line: what it does
+    keys: tuple[Key, ...]  # the ``[algorithm]`` keys it reads (beyond name, lr, momentum, weight_decay)
+    rules: Callable[[Scenario, CostModel], Any]  # its rules for one scenario
+    process: Callable[[Any, Any], Any]  # (rules, reference engine) -> the object whose ``post(call)`` the engine calls
+    kernel: Callable[[Any, Any], None] | None  # (rules, fast engine) -> runs the fast engine; None: reference only
+    update: Update
+    exchanges: Mapping[str, str]  # real-run backend -> "module:Class" of its exchange
+    style: Style
+    check: Callable[[Scenario, Fail], None] | None = None  # checks that involve other keys of the scenario

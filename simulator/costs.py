@@ -1,0 +1,40 @@
+"""The cost seam: one object says what communication costs, and the engines, the convergence replay and real runs
+all receive it instead of building their own. ``cost_model(scenario)`` makes it from the scenario's ``[network]``;
+the formulas of :mod:`.network` are its implementation (a table of measured times can be another: it needs only the
+methods of :class:`CostModel`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from stragglerlab.simulator.network import NetworkModel
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.scenario import Scenario
+
+
+class CostModel(Protocol):
+    """Seconds that communication takes."""
+
+    def collective(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> float:
+        """The data exchange of a round of ``kind`` (a ``rounds`` table kind: sync, async, group, average, leader)
+        moving ``nbytes`` per rank among ``ranks`` (the ranks, or a count meaning ranks 0 .. count − 1)."""
+        ...
+
+    def activation(self, p: int) -> float:
+        """An activation token's broadcast to ``p`` ranks."""
+        ...
+
+    def p2p(self, n: float, intra: bool = False) -> float:
+        """One message of ``n`` bytes (between two ranks of one node when ``intra``)."""
+        ...
+
+    def describe(self, p: int, n: float) -> dict[str, float]:
+        """Figures a run records in its ``meta.json`` for messages of ``n`` bytes among ``p`` ranks."""
+        ...
+
+
+def cost_model(scenario: Scenario) -> CostModel:
+    """The cost model of a scenario."""
+    return NetworkModel.of(scenario)

@@ -1,0 +1,263 @@
+"""The fast engine's sweep of round-per-call algorithms (sync, eager-SGD, WAGMA, local SGD): the rules of
+:class:`~stragglerlab.simulator.algorithms.rounds.RoundRules` as compiled sweeps over arrays.
+
+Rounds are strictly sequential, so every worker's post of call m is known once round m − 1 is done: a round is one
+O(P) sweep (trigger, exchange start, fresh or late, release, late contributions taken) instead of events. The kernel
+works on the engine's window of iterations and returns a status when it needs the driver to slide or grow the window,
+or to widen the per-worker queues of pending late contributions; its state arrays keep everything needed to resume.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+from stragglerlab.simulator.fast.engine import DONE, NEED_PENDING, NEED_ROWS, OUT_FULL
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.algorithms.rounds import RoundRules
+    from stragglerlab.simulator.fast.engine import FastEngine
+
+#: the late rules as the kernel knows them
+LATE = {"accumulate": 0, "drop": 1, "deposit": 2}
+ACCUMULATE, DROP, DEPOSIT = LATE.values()
+# state of the kernel (int64 array)
+S_ROUND, S_BASE = 0, 1
+
+
+def run(rules: RoundRules, fast: FastEngine) -> None:
+    """Run ``rules`` on the fast engine ``fast``: every round, then the local steps after the last one."""
+    P, N, total, stride = fast.P, fast.N, rules.total, rules.stride
+    rounds = range(total)
+    is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
+    t_exchange = np.array([rules.exchange_time(m) for m in rounds], dtype=np.float64)
+    initiator = np.array([-1 if is_sync[m] else rules.fixed_initiator(m) for m in rounds], dtype=np.int64)
+    kind = np.array([rules.kind(m) for m in rounds], dtype=object)
+    group = np.array([rules.group(m) for m in rounds], dtype=np.int64)
+    window = fast.window(max(fast.window_size(stride), 2 * stride))
+    state = np.zeros(2, dtype=np.int64)
+    t_start, first_post = np.zeros(P), np.full(P, np.inf)
+    depth = max(8, rules.sync_period + 2)
+    pend_n, pend_t = np.zeros((P, depth), dtype=np.int64), np.zeros((P, depth))
+    pend_head, pend_len = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
+    out = fast.round_buffers(max(1, window.size // stride))
+
+    def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
+        return iteration // stride
+
+    while True:
+        state[S_BASE] = window.base
+        status, written = round_kernel(
+            state,
+            t_start,
+            first_post,
+            pend_n,
+            pend_t,
+            pend_head,
+            pend_len,
+            window.times,
+            window.start,
+            window.post,
+            window.done,
+            window.round,
+            window.fresh,
+            is_sync,
+            t_exchange,
+            initiator,
+            rules.t_act,
+            stride,
+            LATE[rules.late],
+            out["round"],
+            out["initiator"],
+            out["t_trigger"],
+            out["t_done"],
+            out["contributors"],
+            out["fresh"],
+        )
+        idx = out["round"][:written]
+        fast.emit_rounds(written, out, kind[idx], group[idx])
+        if status == DONE:
+            break
+        if status == OUT_FULL:
+            continue
+        if status == NEED_PENDING:
+            pend_n, pend_t = _widen(pend_n, pend_head, pend_len), _widen(pend_t, pend_head, pend_len)
+            pend_head[:] = 0
+            continue
+        # rows before the oldest pending contribution, and before the round in progress, are final
+        final = state[S_ROUND] * stride
+        if pend_len.any():
+            final = min(final, int(pend_n[np.arange(P), pend_head][pend_len > 0].min()))
+        fast.flush(window, final, version)
+        window.slide(final)
+    if total * stride < N:
+        if window.base + window.size < N:
+            fast.flush(window, total * stride, version)
+            window.slide(total * stride)
+        local_tail(
+            t_start,
+            window.times,
+            window.start,
+            window.post,
+            window.done,
+            window.round,
+            window.fresh,
+            total * stride,
+            N,
+            window.base,
+        )
+    fast.flush(window, N, version)
+
+
+@njit(cache=True)
+def round_kernel(
+    state,
+    t_start,
+    first_post,
+    pend_n,
+    pend_t,
+    pend_head,
+    pend_len,
+    compute,
+    r_start,
+    r_post,
+    r_done,
+    r_round,
+    r_fresh,
+    is_sync,
+    t_exchange,
+    fixed_initiator,
+    t_act,
+    stride,
+    late_mode,
+    out_round,
+    out_initiator,
+    out_trigger,
+    out_done,
+    out_contributors,
+    out_fresh,
+):
+    """Process rounds from ``state[S_ROUND]`` until all are done or the window is full.
+
+    ``t_start[i]``: when worker i starts its next iteration. ``pend_*``: each worker's late contributions not yet
+    taken by an exchange (ring buffers of iteration and post time). Round rows go to the ``out_*`` arrays, from
+    index 0; returns (status, rounds written).
+    """
+    P = t_start.shape[0]
+    total = is_sync.shape[0]
+    base = state[S_BASE]
+    rows = r_post.shape[0]
+    R = pend_n.shape[1]
+    written = 0
+    full = np.any(pend_len == R)  # a round pushes at most one pending contribution per worker
+    while state[S_ROUND] < total:
+        m = state[S_ROUND]
+        if written == out_round.shape[0]:
+            return OUT_FULL, written
+        if (m + 1) * stride - base > rows:
+            return NEED_ROWS, written
+        if full:
+            return NEED_PENDING, written
+        first = m * stride
+        call = first + stride - 1
+        k = call - base
+        # local steps (local SGD), then the post of call m; the trigger on the way: the last post (synchronous,
+        # the highest rank among ties), the first post (the lowest rank among ties) or the fixed initiator's post
+        sync = is_sync[m]
+        initiator = -1 if sync else fixed_initiator[m]
+        pick = initiator < 0
+        for i in range(P):
+            t = _local_steps(i, t_start[i], first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
+            r_start[k, i] = t
+            t = t + compute[k, i]
+            r_post[k, i] = t
+            if m == 0:
+                first_post[i] = t
+            if pick and (i == 0 or (t >= r_post[k, initiator] if sync else t < r_post[k, initiator])):
+                initiator = i
+        posts = r_post[k]
+        t_trigger = posts[initiator]
+        x = t_trigger if sync else t_trigger + t_act
+        done = x + t_exchange[m]
+        contributors = 0
+        fresh_count = 0
+        for i in range(P):
+            fresh = posts[i] <= x
+            # late contributions of earlier calls that this exchange takes (posted no later than its start)
+            taken = 0
+            while taken < pend_len[i] and pend_t[i, (pend_head[i] + taken) % R] <= x:
+                taken += 1
+            for j in range(taken):
+                slot = (pend_head[i] + j) % R
+                kj = pend_n[i, slot] - base
+                if late_mode == DEPOSIT and (fresh or j < taken - 1):
+                    r_round[kj, i] = -1  # overwritten by a later deposit before any exchange read it
+                else:
+                    r_round[kj, i] = m
+            pend_head[i] = (pend_head[i] + taken) % R
+            pend_len[i] -= taken
+            if fresh:
+                fresh_count += 1
+                r_round[k, i] = m
+                r_fresh[k, i] = True
+                r_done[k, i] = done
+                t_start[i] = done
+            else:
+                r_round[k, i] = -1
+                r_fresh[k, i] = False
+                r_done[k, i] = max(posts[i], done)
+                t_start[i] = r_done[k, i]
+                if late_mode != DROP:
+                    slot = (pend_head[i] + pend_len[i]) % R
+                    pend_n[i, slot] = call
+                    pend_t[i, slot] = posts[i]
+                    pend_len[i] += 1
+                    full |= pend_len[i] == R
+            if late_mode == DEPOSIT:
+                contributors += first_post[i] <= x
+            elif fresh or taken > 0:
+                contributors += 1
+        out_round[written] = m
+        out_initiator[written] = initiator
+        out_trigger[written] = t_trigger
+        out_done[written] = done
+        out_contributors[written] = contributors
+        out_fresh[written] = fresh_count
+        written += 1
+        state[S_ROUND] = m + 1
+    return DONE, written
+
+
+@njit(cache=True)
+def _local_steps(i, t, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
+    """Worker i's iterations [first, last) as local steps from time t, released at once; returns the end time."""
+    for n in range(first, last):
+        k = n - base
+        r_start[k, i] = t
+        t = t + compute[k, i]
+        r_post[k, i] = t
+        r_done[k, i] = t
+        r_round[k, i] = carried_by
+        r_fresh[k, i] = carried_by >= 0
+    return t
+
+
+@njit(cache=True)
+def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
+    """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
+    for i in range(t_start.shape[0]):
+        t_start[i] = _local_steps(
+            i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1
+        )
+
+
+def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """A ring buffer per row, twice as deep, each row's live entries moved to its start."""
+    rows, depth = queue.shape
+    out = np.zeros((rows, 2 * depth), dtype=queue.dtype)
+    for r in range(rows):
+        idx = (head[r] + np.arange(length[r])) % depth
+        out[r, : length[r]] = queue[r, idx]
+    return out
