@@ -1,5 +1,6 @@
 """A round x worker map of one run (a panel per run, up to four): whether each worker's contribution to each round
-was fresh (its own current iteration), stale (only older, late iterations) or missing, from the iterations table."""
+was fresh (its own current iteration), stale (only older, late iterations) or missing, from the iterations table,
+over the rounds of the window that the run has."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Mean iteration time (or another summary metric) against the number of workers on log axes, one line per
 algorithm with seeds as error bars, and two references from the simulated runs' network record: the mean compute
 time plus the cost model's allreduce, and plus the collective's lower bound (``meta["network"]``). With
-``--metric samples_per_s`` the references become the throughput they allow, ``P * batch / time``."""
+``--metric samples_per_s`` the references become the throughput they allow, ``P * batch / time``. ``--by`` draws a
+panel per value of other keys (each with its own references); runs that differ in any other key are refused."""
 
 from __future__ import annotations
 
