@@ -5,7 +5,7 @@ An algorithm's style is its own: each run folder's ``meta.json`` carries it (``"
 "marker": "s", "order": 1}``), so an algorithm looks the same in every figure without analysis knowing its name.
 Algorithms whose runs carry no style (older or hand-made run folders) get one here, from what is left.
 
-Plain data only: matplotlib is imported by :mod:`.plots`, which applies :data:`RC` around each figure.
+No matplotlib here: it is imported by :mod:`.plots`, which applies :data:`RC` around each figure.
 """
 
 from __future__ import annotations
