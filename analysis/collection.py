@@ -2,11 +2,15 @@
 table of every run's rows with those keys beside them. Simulated and real runs load alike (``source`` says which).
 
 A path given to :func:`find_runs` is either a run folder or a folder that holds run folders at any depth (a sweep's
-output), so ``stragglerlab plot sweep-dir`` and ``plot run-a run-b`` both work.
+output), so ``stragglerlab plot sweep-dir`` and ``plot run-a run-b`` both work; :func:`select` then picks runs by
+their keys' values.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,8 @@ from stragglerlab.analysis.runfolder import Run, load_run
 
 #: the columns every row of :func:`keys_table` starts with, before the scenario's keys
 RUN_COLUMNS = ("run", "source", "finished")
+#: the scenario keys every run must have to be summarised and compared
+REQUIRED_KEYS = ("algorithm.name", "cluster.workers", "workload.batch")
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -49,8 +55,17 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def load_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """Every run folder at or below ``paths``, loaded."""
-    return [load_run(p) for p in find_runs(paths)]
+    """Every run folder at or below ``paths``, loaded; a ``meta.json`` without a scenario that has
+    :data:`REQUIRED_KEYS` is a one-line error."""
+    runs = [load_run(p) for p in find_runs(paths)]
+    for run in runs:
+        scenario = run.meta.get("scenario") if isinstance(run.meta, dict) else None
+        if not isinstance(scenario, Mapping):
+            raise UserError(f"{run.path / 'meta.json'}: has no scenario; not a run folder written by stragglerlab")
+        missing = [k for k in REQUIRED_KEYS if k not in flatten(scenario)]
+        if missing:
+            raise UserError(f"{run.path / 'meta.json'}: the scenario has no {', '.join(missing)}")
+    return runs
 
 
 def keys_of(run: Run) -> dict[str, Any]:
@@ -91,6 +106,55 @@ def tidy(runs: Iterable[Run], table: str, keys: Iterable[str] = ("algorithm.name
     if not frames:
         raise UserError("no runs given")
     return pd.concat(frames, ignore_index=True)
+
+
+def distinct(values: Iterable[Any]) -> list[Any]:
+    """The different values, sorted: numbers by value and before everything else, which sorts by its text."""
+    return sorted(set(values), key=_sort_key)
+
+
+def _sort_key(value: Any) -> tuple:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
+def parse_value(text: str) -> Any:
+    """A value as a user types it after ``KEY=``: TOML (``0.32``, ``[1, 4]``, ``true``), else the text itself
+    (``ring``); lists become tuples, as in :func:`keys_table`."""
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+    return tuple(value) if isinstance(value, list) else value
+
+
+def select(runs: list[Run], where: Mapping[str, Iterable[str]]) -> list[Run]:
+    """The runs whose key (a column of :func:`keys_table`: ``algorithm.name``, ``seed``, ``source``, ...) has one of
+    the values given for it (as typed: read by :func:`parse_value`), for every key of ``where``."""
+    keys = keys_table(runs)
+    chosen = pd.Series(True, index=keys.index)
+    for key, texts in where.items():
+        if key not in keys.columns:
+            differ = ", ".join(differing_keys(keys))
+            raise UserError(f"--where {key}: not a key of these runs (they differ in: {differ})")
+        texts = list(texts)
+        wanted = [parse_value(t) for t in texts]
+        matches = keys[key].map(lambda v, w=wanted, t=texts: v in w or str(v) in t)
+        if not matches.any():
+            values = ", ".join(map(str, distinct(keys[key])))
+            raise UserError(f"--where {key}={'|'.join(texts)}: no run has it ({key} takes: {values})")
+        chosen &= matches
+    picked = [r for r, keep in zip(runs, chosen, strict=True) if keep]
+    if not picked:
+        raise UserError(f"--where {' '.join(f'{k}={v}' for k, vs in where.items() for v in vs)}: no run has them all")
+    return picked
+
+
+def differing_keys(keys: pd.DataFrame) -> list[str]:
+    """The columns of a :func:`keys_table` that take more than one value, ``run`` and ``finished`` aside: the
+    scenario keys (``seed`` and ``iterations`` among them) and ``source``."""
+    return [c for c in keys.columns if c not in ("run", "finished") and keys[c].astype(str).nunique() > 1]
 
 
 def varying_keys(table: pd.DataFrame, ignore: Iterable[str] = ()) -> list[str]:

@@ -20,7 +20,16 @@ from stragglerlab.analysis.errors import UserError
 ALGORITHM = "algorithm.name"
 #: metrics where less is better: the speedup of these is baseline / algorithm rather than algorithm / baseline
 LOWER_IS_BETTER = frozenset(
-    {"makespan", "mean_iteration", "p95_iteration", "mean_wait", "wait_fraction", "time_to_loss", "iterations_to_loss"}
+    {
+        "makespan",
+        "span",
+        "mean_iteration",
+        "p95_iteration",
+        "mean_wait",
+        "wait_fraction",
+        "time_to_loss",
+        "iterations_to_loss",
+    }
 )
 
 

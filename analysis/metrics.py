@@ -14,13 +14,19 @@ from stragglerlab.analysis.runfolder import Run
 
 @dataclass(frozen=True)
 class Summary:
-    """The headline numbers of a run. Staleness is over contributions that some round carried."""
+    """The headline numbers of a run. Staleness is over contributions that some round carried.
+
+    Throughput counts what training used: ``samples_per_s`` is the samples of the worker-iterations some round
+    carried over ``span``, the time the last of those rounds completed; ``raw_samples_per_s`` counts every
+    worker-iteration over the makespan, including work no round ever applied."""
 
     algorithm: str
     workers: int
     iterations: int  # worker-iterations run
     makespan: float  # seconds until the last worker finished
-    samples_per_s: float
+    span: float  # seconds until the last round that carried a contribution completed
+    samples_per_s: float  # applied: carried worker-iterations x batch / span
+    raw_samples_per_s: float  # every worker-iteration x batch / makespan
     mean_iteration: float
     mean_wait: float
     mean_staleness: float
@@ -39,20 +45,29 @@ class Tally:
     that keeps no table (``--summary-only``) is summarised exactly like one that does (its tally is in
     ``meta.json``)."""
 
-    FIELDS = ("rows", "makespan", "busy", "wait", "carried", "staleness", "max_staleness", "fresh")
+    FIELDS = ("rows", "makespan", "span", "busy", "wait", "carried", "staleness", "max_staleness", "fresh")
 
     def __init__(self, **sums: float):
         self.sums = dict.fromkeys(self.FIELDS, 0) | sums
+
+    @classmethod
+    def saved(cls, sums: Mapping[str, float]) -> Tally:
+        """A tally as ``meta.json`` keeps it. One written before ``span`` was tallied takes the makespan as its
+        span: the applied throughput of such a run is then a lower bound (exact when the last worker-iteration
+        was carried)."""
+        return cls(**({"span": sums["makespan"]} | dict(sums)))
 
     def add(self, columns: Mapping[str, Any]) -> Tally:
         """Add a block of rows (a DataFrame or a mapping of column arrays)."""
         t_done = np.asarray(columns["t_done"])
         if len(t_done) == 0:
             return self
-        staleness = np.asarray(columns["staleness"])[np.asarray(columns["round"]) >= 0]
+        carried = np.asarray(columns["round"]) >= 0
+        staleness = np.asarray(columns["staleness"])[carried]
         s = self.sums
         s["rows"] += len(t_done)
         s["makespan"] = max(s["makespan"], float(t_done.max()))
+        s["span"] = max(s["span"], float(t_done[carried].max()) if carried.any() else 0.0)
         s["busy"] += float((t_done - np.asarray(columns["t_start"])).sum())
         s["wait"] += float(np.asarray(columns["wait"]).sum())
         s["carried"] += len(staleness)
@@ -66,18 +81,25 @@ def _mean(total: float, count: int) -> float:
     return total / count if count else float("nan")
 
 
+def _rate(count: float, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("nan")
+
+
 def summarize(run: Run, target_loss: float | None = None) -> Summary:
     """Summary of a run; samples are worker-iterations times ``workload.batch``. Loss and accuracy are the last
     evaluation's of :func:`model_evals`; ``time_to_target``: :func:`to_target`'s time for ``target_loss``."""
     scenario = run.meta["scenario"]
+    batch = scenario["workload"]["batch"]
     kept = len(run.iterations) or "tally" not in run.meta
-    s = (Tally().add(run.iterations) if kept else Tally(**run.meta["tally"])).sums
+    s = (Tally().add(run.iterations) if kept else Tally.saved(run.meta["tally"])).sums
     return Summary(
         algorithm=scenario["algorithm"]["name"],
         workers=scenario["cluster"]["workers"],
         iterations=int(s["rows"]),
         makespan=float(s["makespan"]),
-        samples_per_s=s["rows"] * scenario["workload"]["batch"] / s["makespan"] if s["makespan"] > 0 else float("nan"),
+        span=float(s["span"]),
+        samples_per_s=_rate(s["carried"] * batch, s["span"]),
+        raw_samples_per_s=_rate(s["rows"] * batch, s["makespan"]),
         mean_iteration=_mean(s["busy"], s["rows"]),
         mean_wait=_mean(s["wait"], s["rows"]),
         mean_staleness=_mean(s["staleness"], s["carried"]),
@@ -151,9 +173,9 @@ def run_metrics(run: Run, target_loss: float | None = None) -> dict:
 def active_samples_per_s(run: Run) -> float:
     """Samples per second over the span the workers computed, first ``t_start`` to last ``t_done``: unlike
     ``samples_per_s`` (over the makespan from time 0) it leaves out a real run's start-up (MPI, model set-up)
-    before the first iteration, which the simulator does not model. NaN without an iterations table."""
+    before the first iteration, which the simulator does not model. It counts every worker-iteration, carried or
+    not (as ``raw_samples_per_s``). NaN without an iterations table."""
     it = run.iterations
     if it.empty:
         return float("nan")
-    span = float(it["t_done"].max() - it["t_start"].min())
-    return len(it) * run.meta["scenario"]["workload"]["batch"] / span if span > 0 else float("nan")
+    return _rate(len(it) * run.meta["scenario"]["workload"]["batch"], float(it["t_done"].max() - it["t_start"].min()))

@@ -1,5 +1,6 @@
 """A round x worker map of one run (a panel per run, up to four): whether each worker's contribution to each round
-was fresh (its own current iteration), stale (only older, late iterations) or missing, from the iterations table."""
+was fresh (its own current iteration), stale (only older, late iterations) or missing, from the iterations table,
+over the rounds of the window that the run has."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from stragglerlab.analysis.plots.base import Options, figure, panel_runs, panel_title
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots.base import LEGEND_AT, Options, figure, panel_runs, panel_title
 from stragglerlab.analysis.runfolder import Run
 from stragglerlab.analysis.style import CONTRIBUTION_COLOURS
 
@@ -38,30 +40,31 @@ def draw(runs: list[Run], options: Options) -> Figure:
     cmap = ListedColormap(list(CONTRIBUTION_COLOURS.values()))
     for ax, run in zip(axes, runs, strict=True):
         total = int(run.rounds["round"].max()) + 1 if len(run.rounds) else 0
-        first, last = (int(v) for v in options.window) if options.window else (0, min(total, DEFAULT_ROUNDS))
+        asked = tuple(int(v) for v in options.window) if options.window else (0, DEFAULT_ROUNDS)
+        first, last = max(asked[0], 0), min(asked[1], total)
+        if last <= first:
+            raise UserError(f"{run.path}: no round in the window {asked[0]}:{asked[1]} (the run has {total} rounds)")
         workers = min(options.workers or DEFAULT_WORKERS, run.meta["scenario"]["cluster"]["workers"])
-        image = contribution_map(run, (first, max(last, first + 1)), workers)
         ax.imshow(
-            image,
+            contribution_map(run, (first, last), workers),
             cmap=cmap,
             vmin=0,
             vmax=2,
             aspect="auto",
             interpolation="nearest",
-            extent=(first - 0.5, first + image.shape[1] - 0.5, workers - 0.5, -0.5),
+            extent=(first - 0.5, last - 0.5, workers - 0.5, -0.5),
         )
         ax.grid(False)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("worker")
-        ax.set_title(panel_title(run))
+        ax.set_title(panel_title(run, runs))
     axes[-1].set_xlabel("round")
-    axes[0].legend(
+    fig.legend(
         handles=[
             Patch(facecolor=c, edgecolor="0.5", linewidth=0.4, label=name) for name, c in CONTRIBUTION_COLOURS.items()
         ],
         ncols=3,
-        loc="lower left",
-        bbox_to_anchor=(0, 1.15),
+        loc=LEGEND_AT,
     )
     return fig

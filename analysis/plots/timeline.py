@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from stragglerlab.analysis.plots.base import Options, figure, panel_runs, panel_title
+from stragglerlab.analysis.plots.base import Options, figure, legend, panel_runs, panel_title
 from stragglerlab.analysis.runfolder import Run
 from stragglerlab.analysis.style import PANEL_HEIGHT, PHASE_COLOURS
 
@@ -86,7 +86,7 @@ def draw(runs: list[Run], options: Options) -> Figure:
         ax.grid(False)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("worker")
-        ax.set_title(panel_title(run))
+        ax.set_title(panel_title(run, runs))
     axes[-1].set_xlabel("time [s]")
-    axes[0].legend(ncols=4, loc="lower left", bbox_to_anchor=(0, 1.15))
+    legend(fig, columns=4)
     return fig

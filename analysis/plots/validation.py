@@ -11,9 +11,9 @@ from matplotlib.figure import Figure
 from stragglerlab.analysis.collection import summary_table
 from stragglerlab.analysis.compare import ALGORITHM, sim_vs_real
 from stragglerlab.analysis.metrics import iteration_times
-from stragglerlab.analysis.plots.base import Options, by_algorithm, figure
+from stragglerlab.analysis.plots.base import Options, algorithm_styles, by_algorithm, figure, legend, marked
 from stragglerlab.analysis.runfolder import Run
-from stragglerlab.analysis.style import SOURCE_LINESTYLE, algorithm_order, algorithm_style
+from stragglerlab.analysis.style import SOURCE_LINESTYLE
 
 #: DESIGN §9: the mean iteration time, trace-driven
 TARGET_ERROR = 0.03
@@ -21,9 +21,10 @@ TARGET_ERROR = 0.03
 
 def draw(runs: list[Run], options: Options) -> Figure:
     errors = sim_vs_real(summary_table(runs), ["mean_iteration"]).set_index(ALGORITHM)
+    styles = algorithm_styles(runs)
     fig, (cdf, bars) = figure(2, wide=True, columns=2)
     for algorithm, group in by_algorithm(runs).items():
-        colour, _ = algorithm_style(algorithm)
+        colour = styles[algorithm].colour
         for source, style in SOURCE_LINESTYLE.items():
             mine = [r for r in group if r.meta.get("source", "sim") == source]
             if mine:
@@ -34,17 +35,17 @@ def draw(runs: list[Run], options: Options) -> Figure:
                     color=colour,
                     linestyle=style,
                     drawstyle="steps-post",
-                    label=f"{algorithm} ({source})",
+                    label=marked(f"{algorithm} ({source})", [r.finished for r in mine]),
                 )
     cdf.set_xlabel("iteration time [s]")
     cdf.set_ylabel("CDF")
-    cdf.legend()
-    algorithms = algorithm_order(errors.index)
+    algorithms = [a for a in styles if a in errors.index]
     error = 100 * errors.loc[algorithms, "mean_iteration_error"]
     bars.axhspan(-100 * TARGET_ERROR, 100 * TARGET_ERROR, color="0.9", label=f"±{100 * TARGET_ERROR:.0f}%")
-    bars.bar(range(len(algorithms)), error.fillna(0.0), color=[algorithm_style(a)[0] for a in algorithms])
+    bars.bar(range(len(algorithms)), error.fillna(0.0), color=[styles[a].colour for a in algorithms])
     bars.axhline(0, color="0.3", linewidth=0.6)
     bars.set_xticks(range(len(algorithms)), algorithms, rotation=20)
-    bars.set_ylabel("error of mean iteration time [%]")
-    bars.legend()
+    bars.set_title("error of the simulated mean iteration time")
+    bars.set_ylabel("error [%]")
+    legend(fig)
     return fig

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from stragglerlab.analysis.runfolder import SCHEMAS, RunWriter
 
@@ -18,24 +20,39 @@ def write_run(
     batch: int = 10,
     rounds: tuple = (),
     evals: tuple = (),
+    style: Mapping[str, Any] | None = None,
+    tally: Mapping[str, float] | None = None,
+    keys: Mapping[str, Any] | None = None,
+    finished: bool = True,
 ) -> Path:
-    """A finished run folder with exactly these rows (in the column order of ``SCHEMAS``)."""
-    meta = {
-        "source": source,
+    """A run folder with exactly these rows (in the column order of ``SCHEMAS``). ``style``: the algorithm's plot
+    style as the simulator records it (``{"colour", "marker", "order"}``; none: a run from before styles);
+    ``tally``: the summary's running sums, as a run that keeps no table records them; ``keys``: more scenario keys,
+    dotted (``{"imbalance.delay": 0.32}``); ``finished``: false leaves it as a killed run leaves it."""
+    scenario: dict[str, Any] = {
+        "name": "handmade",
         "seed": seed,
-        "scenario": {
-            "name": "handmade",
-            "seed": seed,
-            "iterations": max((r[1] for r in iterations), default=-1) + 1,
-            "cluster": {"workers": workers},
-            "workload": {"batch": batch},
-            "algorithm": {"name": algorithm},
-        },
+        "iterations": max((r[1] for r in iterations), default=-1) + 1,
+        "cluster": {"workers": workers},
+        "workload": {"batch": batch},
+        "algorithm": {"name": algorithm},
     }
-    with RunWriter(folder, meta) as writer:
-        for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
-            if rows:
-                writer.add_block(table, dict(zip(SCHEMAS[table].names, zip(*rows, strict=True), strict=True)))
+    for key, value in (keys or {}).items():
+        *parents, last = key.split(".")
+        node = scenario
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    meta: dict[str, Any] = {"source": source, "seed": seed, "scenario": scenario}
+    if style is not None:
+        meta["style"] = dict(style)
+    if tally is not None:
+        meta["tally"] = dict(tally)
+    writer = RunWriter(folder, meta)
+    for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
+        if rows:
+            writer.add_block(table, dict(zip(SCHEMAS[table].names, zip(*rows, strict=True), strict=True)))
+    writer.close(finished=finished)
     return folder
 
 

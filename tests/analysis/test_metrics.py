@@ -4,12 +4,23 @@ import math
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from stragglerlab.analysis.collection import flatten, keys_table, load_runs, summary_table, tidy, varying_keys
-from stragglerlab.analysis.metrics import model_evals, run_metrics, staleness_histogram, to_target, wait_fraction
-from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.analysis.metrics import (
+    Tally,
+    model_evals,
+    run_metrics,
+    staleness_histogram,
+    summarize,
+    to_target,
+    wait_fraction,
+)
+from stragglerlab.analysis.runfolder import SCHEMAS, load_run
+from stragglerlab.simulator.run import simulate
 from tests.analysis.handmade import write_run
+from tests.helpers import scenario
 
 #: worker, iteration, t_start, t_post, t_done, compute, wait, round, model_version, staleness, fresh
 ROWS = [
@@ -36,10 +47,70 @@ def run(tmp_path):
 
 def test_throughput_iteration_time_and_fresh_fraction(run):
     m = run_metrics(run)
-    assert m["samples_per_s"] == pytest.approx(5 * 10 / 4.0)  # 5 worker-iterations of 10 samples in 4 s
+    assert m["samples_per_s"] == pytest.approx(4 * 10 / 4.0)  # 4 carried worker-iterations of 10 samples in 4 s
+    assert m["raw_samples_per_s"] == pytest.approx(5 * 10 / 4.0)  # all 5, over the makespan
     assert m["mean_iteration"] == pytest.approx((2 + 2 + 2 + 2 + 4) / 5)
     assert m["fresh_fraction"] == pytest.approx(3 / 5)
-    assert m["makespan"] == 4.0 and m["iterations"] == 5
+    assert m["makespan"] == 4.0 and m["span"] == 4.0 and m["iterations"] == 5
+
+
+#: worker 1 runs on after the last round: its last two iterations are carried by none
+LATE = [
+    (0, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True),
+    (0, 1, 1.0, 2.0, 2.0, 1.0, 0.0, 1, 1, 0, True),
+    (1, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True),
+    (1, 1, 1.0, 4.0, 4.0, 3.0, 0.0, -1, 1, -1, False),
+    (1, 2, 4.0, 6.0, 6.0, 2.0, 0.0, -1, 1, -1, False),
+]
+
+
+def test_applied_throughput_is_over_the_span_of_the_rounds(tmp_path):
+    m = run_metrics(load_run(write_run(tmp_path / "run", LATE, workers=2, batch=10)))
+    assert m["span"] == 2.0 and m["makespan"] == 6.0  # the last carried row is done at 2 s, the last row at 6 s
+    assert m["samples_per_s"] == pytest.approx(3 * 10 / 2.0)  # 3 carried worker-iterations in 2 s
+    assert m["raw_samples_per_s"] == pytest.approx(5 * 10 / 6.0)
+
+
+def test_a_tally_from_before_the_span_falls_back_to_the_makespan(tmp_path):
+    """A run that kept no table is summarised from its tally; one written before ``span`` was tallied takes the
+    makespan as its span."""
+    sums = Tally().add(pd.DataFrame(LATE, columns=SCHEMAS["iterations"].names)).sums
+    assert sums["span"] == 2.0 and sums["carried"] == 3
+    kept = summarize(load_run(write_run(tmp_path / "kept", LATE, workers=2)))
+    assert summarize(load_run(write_run(tmp_path / "tally", [], workers=2, tally=sums))) == kept
+    old = {k: v for k, v in sums.items() if k != "span"}
+    before = summarize(load_run(write_run(tmp_path / "old", [], workers=2, tally=old)))
+    assert before.span == 6.0 and before.samples_per_s == pytest.approx(3 * 10 / 6.0)
+    assert before.raw_samples_per_s == kept.raw_samples_per_s
+
+
+def test_solo_with_a_persistent_straggler_is_credited_only_what_its_rounds_carried(tmp_path):
+    """2 workers, worker 1 2.5 times slower (0.25 s an iteration against 0.1 s), no periodic sync, 40 iterations, a
+    free network. sync: 40 rounds of 0.25 s, makespan 10 s. eager-solo: worker 0 triggers round n at 0.1 (n + 1) s,
+    so the 40 rounds end at 4 s; worker 1's call k, posted at 0.25 (k + 1) s, goes into the first round starting
+    at or after it, which exists for k <= 15: 40 + 16 = 56 carried worker-iterations, while worker 1 runs on to
+    10 s. Raw throughput (80 worker-iterations over 10 s) cannot tell the two apart."""
+    keys = {
+        "cluster.workers": 2,
+        "imbalance.kind": "persistent",
+        "imbalance.factors": {"1": 2.5},
+        "algorithm.sync_period": 0,
+        "iterations": 40,
+        "workload.compute": {"dist": "constant", "mean": 0.1},
+        "workload.batch": 10,
+        "network.alpha": 0.0,
+        "network.beta": 0.0,
+    }
+    sync = summarize(load_run(simulate(scenario(**keys, **{"algorithm.name": "sync"}), tmp_path / "sync")))
+    solo_scenario = scenario(**keys, **{"algorithm.name": "eager-solo"})
+    solo = summarize(load_run(simulate(solo_scenario, tmp_path / "solo")))
+    assert sync.makespan == pytest.approx(10.0) and sync.span == pytest.approx(10.0)
+    assert sync.samples_per_s == pytest.approx(80 * 10 / 10.0) == sync.raw_samples_per_s
+    assert solo.makespan == pytest.approx(10.0) and solo.span == pytest.approx(4.0)
+    assert solo.raw_samples_per_s == pytest.approx(sync.raw_samples_per_s)
+    assert solo.samples_per_s == pytest.approx(56 * 10 / 4.0)
+    bare = summarize(load_run(simulate(solo_scenario, tmp_path / "bare", tables=())))  # from meta.json's tally
+    assert bare == solo
 
 
 def test_wait_fraction(run):

@@ -1,0 +1,37 @@
+"""Algorithm styles: declared ones are kept and ordered, the others take what the palette and the markers have left;
+analysis itself never tells algorithms apart by name."""
+
+import ast
+from pathlib import Path
+
+from stragglerlab.analysis.style import MARKERS, OKABE_ITO, Style, assign
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the names of the algorithms the simulator ships
+NAMES = ("sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd")
+
+
+def test_declared_styles_first_by_order_then_the_rest_by_name_with_what_is_left():
+    declared = {"b": Style("#000000", "o", 2), "a": Style("#e69f00", "s", 2), "c": Style("#123456", "x", -1)}
+    out = assign({**declared, "z": None, "y": None})
+    assert list(out) == ["c", "a", "b", "y", "z"]  # order, then name; the unstyled after, by name
+    assert [out[n] for n in "cab"] == [declared[n] for n in "cab"]
+    # black and orange (any case) and markers o and s are taken: the next free ones, in order
+    assert out["y"] == Style(OKABE_ITO[2], "^", 3) and out["z"] == Style(OKABE_ITO[3], "D", 4)
+
+
+def test_once_the_palette_runs_out_it_starts_again():
+    out = assign(dict.fromkeys((f"alg{i:02d}" for i in range(len(OKABE_ITO) + 2)), None))
+    colours = [s.colour for s in out.values()]
+    assert colours == [*OKABE_ITO, *OKABE_ITO[:2]]
+    assert [s.marker for s in out.values()][: len(MARKERS)] == list(MARKERS)
+
+
+def test_analysis_never_tests_an_algorithm_name():
+    """No string in analysis's code is an algorithm's name (docstrings, which are longer, aside)."""
+    found = []
+    for path in sorted((ROOT / "analysis").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in NAMES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, found
