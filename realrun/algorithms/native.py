@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from stragglerlab.realrun.algorithms.base import Exchange, Sink, iteration_row
 from stragglerlab.realrun.clock import RunClock
@@ -71,6 +72,10 @@ class NativeRounds(Exchange):
             return []
         frame = self.coll.rounds().iloc[self.written :]
         self.written += len(frame)
+        return self.rows(frame)
+
+    def rows(self, frame: pd.DataFrame) -> list[tuple]:
+        """The ``rounds`` rows of the core's records, their times shifted to the run's origin."""
         origin = self.origin
         return [
             (

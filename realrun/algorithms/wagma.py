@@ -1,5 +1,9 @@
 """WAGMA-SGD through the native core: ranks contribute their models, summed in butterfly groups.
 
+Each rank's core records its own group's part of a round; a round's ``contributors`` and ``fresh`` count every
+group's, as the simulator does, so the ``rounds`` rows are formed when the run ends, from every rank's records
+(summed over one member of each group; the round completes with its last group).
+
 The probe slot of a round's result holds the iteration + 1 of the deposit (model) the round read; a deposit's round is
 the first round that read it, and a deposit replaced before any round read it has round -1. The core's result is the
 group sum, weighed here: ``(Σ_group + w)/(|group| + 1)`` for group rounds, a member that has never posted counting as
@@ -11,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from stragglerlab.realrun.algorithms.base import Sink
 from stragglerlab.realrun.algorithms.native import NativeRounds
@@ -36,6 +41,35 @@ class WagmaExchange(NativeRounds):
         self.replica.step(g)
         self._read_deposit(int(round(self.probe(out))), info.round)
         return t_done, n + 1
+
+    def rounds(self) -> list[tuple]:
+        """Nothing until the run ends: a round's row needs every group's records (:meth:`close`)."""
+        return super().rounds() if self.final is not None else []
+
+    def close(self) -> None:
+        for call in self.waiting:
+            self.emit(call, -1)
+        self.waiting.clear()
+        records = self.comm.gather(self.coll.rounds(), root=0)
+        self.final = self.rows(self._whole_rounds(records)) if self.rank == 0 else []
+        self.coll.close()
+
+    def _whole_rounds(self, records: list[pd.DataFrame]) -> pd.DataFrame:
+        """One record per round from every rank's: rank 0's, with contributors and fresh summed over the groups
+        (each counted once, by its lowest rank) and the completion of the last group."""
+        every = pd.concat([frame.assign(rank=r) for r, frame in enumerate(records)], ignore_index=True)
+        S = self.rules.group_size
+        counted = np.array(
+            [
+                butterfly_group(r, g, self.size, S)[0] == r if g >= 0 else r == 0
+                for r, g in zip(every["rank"], every["group"], strict=True)
+            ]
+        )
+        sums = every[counted].groupby("round")[["contributors", "fresh"]].sum()
+        whole = records[0].set_index("round")
+        whole[["contributors", "fresh"]] = sums
+        whole["t_done"] = every.groupby("round")["t_done"].max()
+        return whole.reset_index()[records[0].columns]
 
     def _read_deposit(self, value: int, round_: int) -> None:
         """Round ``round_`` read this rank's deposit of iteration ``value - 1``; older unread ones never will be."""
