@@ -1,14 +1,18 @@
 """What a run folder's ``meta.json`` says about where the run came from, built in one place for simulated and real
-runs alike: the resolved scenario, its seed, the cost model's figures, the versions of what ran it, the host and the
-start time. Real runs add their backend, hosts and ranks; the simulator, its engine."""
+runs alike: the resolved scenario, its seed, the cost model's figures, the versions of what ran it, the command line,
+the git commit when the package runs from a checkout, the host and the start time. Real runs add their backend, hosts
+and ranks; the simulator, its engine."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import socket
+import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from stragglerlab.simulator.network import NetworkModel, message_bytes
@@ -30,6 +34,29 @@ def versions() -> dict[str, str]:
     return out
 
 
+@functools.cache
+def git_state() -> dict[str, Any] | None:
+    """``{"commit": ..., "dirty": ...}`` of the git checkout the package runs from (an editable install), whether
+    tracked files differ from that commit; None when it is not in a checkout or git cannot say."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": bool(changes.strip())}
+
+
 def network_record(scenario: Scenario) -> dict[str, float]:
     """The cost model's figures for this scenario, reported beside the simulated rounds."""
     net, n, P = NetworkModel.of(scenario), message_bytes(scenario), scenario.workers
@@ -43,13 +70,17 @@ def network_record(scenario: Scenario) -> dict[str, float]:
 
 def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
     """The ``meta.json`` of a run of ``scenario`` (``source``: ``sim`` or ``real``) starting now; ``extra`` keys
-    are added (``versions`` in it extends the recorded versions)."""
+    are added (``versions`` in it extends the recorded versions). ``command`` is the command line as run
+    (``sys.argv``); ``git`` is :func:`git_state`, absent outside a checkout."""
+    git = git_state()
     record = {
         "source": source,
         "scenario": to_dict(scenario),
         "seed": scenario.seed,
         "network": network_record(scenario),
         "versions": {**versions(), **extra.pop("versions", {})},
+        "command": list(sys.argv),
+        **({"git": git} if git is not None else {}),
         "host": socket.gethostname(),
         "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
     }

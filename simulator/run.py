@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from stragglerlab.analysis.metrics import Tally
-from stragglerlab.analysis.runfolder import RunWriter, columns, iteration_columns
+from stragglerlab.analysis.runfolder import NEVER, RunWriter, columns, iteration_columns
 from stragglerlab.simulator.convergence import Schedule, replay
 from stragglerlab.simulator.engine import Engine
 from stragglerlab.simulator.provenance import meta
@@ -86,6 +86,7 @@ def simulate(
     folder: str | Path,
     progress: Callable[[int], None] | None = None,
     tables: tuple[str, ...] = ("iterations", "rounds"),
+    replace: str = NEVER,
 ) -> Path:
     """Run ``scenario`` and write its run folder; returns the folder.
 
@@ -93,7 +94,8 @@ def simulate(
     a run too large to keep its tables still has its summary). With a model (``workload.model`` not ``none``) its
     data are made first, ``workload.params`` becomes the model's parameter count (message sizes follow the model),
     and after the engine the model is trained along the schedule (:mod:`.convergence`), its ``evals`` rows
-    written as they come.
+    written as they come. ``replace``: which earlier run ``folder`` may hold (see
+    :func:`~stragglerlab.analysis.runfolder.check_replaceable`; by default none).
     """
     workload = None
     if scenario.workload.model != "none":
@@ -103,7 +105,7 @@ def simulate(
         scenario = scenario.replace(**{"workload.params": workload.dimension})
     engine = engine_for(scenario)
     started = time.perf_counter()
-    with RunWriter(folder, meta(scenario, "sim", engine=engine)) as writer:
+    with RunWriter(folder, meta(scenario, "sim", engine=engine), replace=replace) as writer:
         tally = Tally()
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)
