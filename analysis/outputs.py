@@ -8,7 +8,7 @@ folders add their own rules on top (:mod:`.runfolder`: a real run is never repla
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
@@ -35,8 +35,8 @@ def make_folder(path: Path) -> Path:
 
 
 def check_new_file(path: Path, force: bool) -> Path:
-    """Check, before any work is done, that the file ``path`` can be written: its folder exists and is writable,
-    and it is not a folder, nor an existing file unless ``force``."""
+    """Check, before any work is done, that the file ``path`` can be written: its folder exists and takes a file (a
+    temporary one is made and removed), and it is not a folder, nor an existing file unless ``force``."""
     folder = path.parent
     if path.is_dir():
         raise UserError(f"{path}: is a folder; name a file")
@@ -44,8 +44,11 @@ def check_new_file(path: Path, force: bool) -> Path:
         raise UserError(f"{path}: exists; give --force to replace it")
     if not folder.is_dir():
         raise UserError(f"{path}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UserError(f"{path}: the folder {folder} is not writable")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".stragglerlab-probe-"):
+            pass
+    except OSError as err:
+        raise UserError(f"{path}: cannot write into {folder} ({err.strerror})") from None
     return path
 
 
