@@ -1,6 +1,7 @@
 """Sweeps: grids, cell names, resuming after an interruption, the summary, and MPI ranks."""
 
 import json
+import shlex
 import shutil
 import signal
 import subprocess
@@ -178,26 +179,11 @@ def test_sweep_on_mpi_ranks(tmp_path):
     assert all(meta(p)["finished"] for p in out.glob("*/"))
 
 
-SLOW = [  # cells of a few seconds each on the reference engine: a sweep that is still busy when it is stopped
-    sys.executable,
-    "-m",
-    "stragglerlab.cli",
-    "sweep",
-    "--example",
-    "eager-injected",
-    "--set",
-    "iterations=3000",
-    "--set",
-    "cluster.workers=64",
-    "--set",
-    "engine=reference",
-    "--grid",
-    "algorithm.name=sync,eager-solo",
-    "--seeds",
-    "4",
-    "-j",
-    "2",
-]
+# cells of a few seconds each on the reference engine: a sweep that is still busy when it is stopped
+SLOW = [sys.executable, "-m", "stragglerlab.cli"] + shlex.split(
+    "sweep --example eager-injected --set iterations=3000 --set cluster.workers=64 --set engine=reference "
+    "--grid algorithm.name=sync,eager-solo --seeds 4 -j 2"
+)
 
 
 def children(pid: int) -> list[int]:

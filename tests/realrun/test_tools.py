@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
+import sys
 
 import pytest
 
+from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
 from stragglerlab.realrun.commands import run as run_command
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import load
 from tests.helpers import scenario
-from tests.realrun.conftest import stragglerlab
+from tests.processes import run_bounded
+from tests.realrun.conftest import environment, stragglerlab
 
 
 @pytest.mark.mpi
@@ -174,21 +178,14 @@ def test_run_without_np_starts_cluster_workers_ranks_and_warns_beyond_the_cores(
 
 
 def test_slurm_quotes_every_value_and_takes_gpus_per_node(tmp_path):
+    allocation = shlex.split("slurm --example eager-injected --nodes 2 --tasks-per-node 4 --gpus-per-node 2")
     proc = stragglerlab(
-        "slurm",
-        "--example",
-        "eager-injected",
-        "--nodes",
-        "2",
-        "--tasks-per-node",
-        "4",
+        *allocation,
         "--partition",
         "gpu; touch hacked",
         "--set",
         "name=x$(touch hacked) y",
         "--srun-args=--mpi=pmi2 --comment='a b'",
-        "--gpus-per-node",
-        "2",
         "-o",
         "runs/`touch hacked`",
     )
@@ -217,3 +214,21 @@ def test_slurm_quotes_every_value_and_takes_gpus_per_node(tmp_path):
         ),
         "line break",
     )
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(180)
+def test_run_outside_a_launcher_starts_its_ranks_and_prints_json(native_ready, tmp_path):
+    argv = [sys.executable, "-m", "stragglerlab.cli", "run", "--example", "eager-injected", "--json"]
+    argv += shlex.split(
+        "--set cluster.workers=2 --set iterations=5 --set workload.compute.mean=0.005 --set imbalance.delay=0.005 "
+        "--set workload.params=100"
+    )
+    for expected in ("runs/eager-injected-real", "runs/eager-injected-real-2"):
+        proc = run_bounded(argv, 120, environment(), tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        assert record["workers"] == 2 and record["runs"][0]["folder"] == expected
+        assert record["runs"][0]["iterations"] == 2 * 5 and record["runs"][0]["samples_per_s"] > 0
+        folder = tmp_path / expected
+        assert load_run(folder).meta["source"] == "real" and not (folder / ".live").exists()
