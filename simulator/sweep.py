@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import json
+import multiprocessing
 import os
 import re
 import signal
@@ -41,6 +42,7 @@ from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict, 
 #: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LINUX = sys.platform.startswith("linux")
 
 
 @dataclass(frozen=True)
@@ -168,22 +170,26 @@ def _mpi_executor() -> Iterator[Executor | None]:
         yield pool
 
 
-def _worker_start(sweep_pid: int) -> None:
+def _worker_start() -> None:
     """In each worker process: leave Ctrl-C to the sweep (which cancels and ends the workers itself), and on Linux
     die with the sweep's process (the parent-death signal); elsewhere a worker whose sweep was killed outright
     finishes its cell and then waits, until its process group is killed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
+    if LINUX:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != sweep_pid:  # the sweep died before the signal was armed
+        sweep_process = multiprocessing.parent_process()
+        if sweep_process is not None and not sweep_process.is_alive():  # it died before the signal was armed
             os._exit(1)
 
 
 @contextmanager
 def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     """``jobs`` worker processes that do not outlive the sweep: when the body fails or is interrupted, the queued
-    cells are cancelled and the running ones killed before the exception goes on."""
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_start, initargs=(os.getpid(),))
+    cells are cancelled and the running ones killed before the exception goes on. On Linux the workers are forked
+    by the sweep's own thread (the parent-death signal names that thread; with the forkserver start method the
+    parent would be the forkserver, which outlives a killed sweep)."""
+    context = multiprocessing.get_context("fork") if LINUX else None
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start)
     try:
         yield pool
     except BaseException:
