@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import make_folder
 
 INT, FLOAT, BOOL, STR = pa.int64(), pa.float64(), pa.bool_(), pa.string()
 SCHEMAS: dict[str, pa.Schema] = {
@@ -59,6 +60,9 @@ SORT_KEYS = {"iterations": ["worker", "iteration"], "rounds": ["round"], "evals"
 TABLES = tuple(SCHEMAS)
 #: what an engine or a real run records of each worker-iteration; the other columns of ``iterations`` follow from it
 RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh")
+#: which run an existing run folder may hold for a new run to replace it (a real run is never replaced): none, a
+#: simulated one (``--force``), or an unfinished run of the same scenario (a sweep resuming its cell)
+NEVER, SIMULATED, UNFINISHED = "never", "simulated", "unfinished"
 
 
 def iteration_columns(recorded: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -97,13 +101,19 @@ def _table_path(folder: Path, table: str) -> Path:
 
 class RunWriter:
     """Writes one run folder while the run goes: rows are buffered and flushed as parts every ``flush_rows``
-    rows or ``flush_seconds`` seconds; :meth:`close` merges the parts and records whether the run finished."""
+    rows or ``flush_seconds`` seconds; :meth:`close` merges the parts and records whether the run finished.
+    ``replace`` says which earlier run the folder may hold (:func:`check_replaceable`)."""
 
     def __init__(
-        self, folder: str | Path, meta: dict[str, Any], flush_rows: int = 200_000, flush_seconds: float = 10.0
+        self,
+        folder: str | Path,
+        meta: dict[str, Any],
+        flush_rows: int = 200_000,
+        flush_seconds: float = 10.0,
+        replace: str = NEVER,
     ):
         self.folder = Path(folder)
-        _prepare(self.folder)
+        _prepare(self.folder, replace, meta.get("scenario"))
         self.meta = {**meta, "finished": False}
         self.flush_rows, self.flush_seconds = flush_rows, flush_seconds
         self._rows: dict[str, list[tuple]] = {t: [] for t in TABLES}  # rows added one by one ...
@@ -180,32 +190,64 @@ class RunWriter:
         self.close(finished=exc_type is None)
 
 
-def _prepare(folder: Path) -> None:
-    """Make an empty run folder, replacing an earlier run there but nothing else."""
-    if folder.exists():
-        if not folder.is_dir():
-            raise UserError(f"{folder}: exists and is not a folder")
-        contents = list(folder.iterdir())
-        if contents and not (folder / "meta.json").exists():
-            raise UserError(f"{folder}: not empty and not a run folder; refusing to write into it")
-        for item in contents:
+def stored(value: Any) -> Any:
+    """``value`` as ``meta.json`` holds it (after a JSON round trip): what a stored scenario is compared with."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def check_replaceable(folder: Path, replace: str = NEVER, scenario: dict[str, Any] | None = None) -> None:
+    """Raise a one-line error unless a new run may be written into ``folder``: nothing is there, an empty folder,
+    or a run that ``replace`` allows replacing (:data:`SIMULATED`: a simulated run; :data:`UNFINISHED`: an
+    unfinished run of the same ``scenario``). A real run is never replaced, nor a folder holding anything else."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise UserError(f"{folder}: exists and is not a folder")
+    if not any(folder.iterdir()):
+        return
+    try:
+        old = json.loads((folder / "meta.json").read_text())
+    except FileNotFoundError:
+        raise UserError(f"{folder}: not empty and not a run folder; refusing to write into it") from None
+    except (OSError, ValueError):
+        raise UserError(f"{folder}/meta.json: cannot be read; refusing to replace that folder") from None
+    if old.get("source") == "real":
+        raise UserError(f"{folder}: holds a real run, which is never replaced; write elsewhere")
+    if replace == SIMULATED or (
+        replace == UNFINISHED and not old.get("finished") and old.get("scenario") == stored(scenario)
+    ):
+        return
+    raise UserError(f"{folder}: holds a run already; give --force to replace it, or write elsewhere")
+
+
+def _prepare(folder: Path, replace: str, scenario: dict[str, Any] | None) -> None:
+    """Make an empty run folder, replacing an earlier run there only as :func:`check_replaceable` allows."""
+    check_replaceable(folder, replace, scenario)
+    if folder.is_dir():
+        for item in folder.iterdir():
             if item.name == "meta.json" or item.name.startswith(TABLES):
                 shutil.rmtree(item) if item.is_dir() else item.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
 
 
 def _read_table(path: Path, table: str) -> pd.DataFrame:
-    """One table, from a merged file or a folder of parts (possibly none yet)."""
+    """One table, from a merged file or a folder of parts (possibly none yet); a damaged file is a one-line error."""
     if path.is_dir():
-        parts = sorted(path.glob("part-*.parquet"))
-        if not parts:
+        files = sorted(path.glob("part-*.parquet"))
+        if not files:
             return SCHEMAS[table].empty_table().to_pandas()
-        data = pa.concat_tables([pq.read_table(p, schema=SCHEMAS[table]) for p in parts])
     elif path.exists():
-        data = pq.read_table(path, schema=SCHEMAS[table])
+        files = [path]
     else:
         return SCHEMAS[table].empty_table().to_pandas()
-    return data.to_pandas()
+    data = []
+    for file in files:
+        try:
+            data.append(pq.read_table(file, schema=SCHEMAS[table]))
+        except (pa.ArrowException, OSError) as err:
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise UserError(f"{file}: cannot read the {table} table ({reason})") from None
+    return pa.concat_tables(data).to_pandas()
 
 
 @dataclass
@@ -230,7 +272,7 @@ def load_run(folder: str | Path) -> Run:
         meta = json.loads((folder / "meta.json").read_text())
     except FileNotFoundError:
         raise UserError(f"{folder}: not a run folder (no meta.json)") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{folder}/meta.json: not valid JSON ({err})") from None
+    except (OSError, ValueError) as err:  # unreadable, not text, not JSON
+        raise UserError(f"{folder}/meta.json: cannot be read as JSON ({err})") from None
     tables = {t: _read_table(_table_path(folder, t), t) for t in TABLES}
     return Run(folder, meta, **tables)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.runfolder import RunWriter
+from stragglerlab.analysis.runfolder import NEVER, RunWriter
 from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.clock import RunClock
 from stragglerlab.realrun.injection import Injection
@@ -75,9 +75,11 @@ def run_rank(
     backend: str = "native",
     heartbeat_timeout: float = 10.0,
     save_model: Path | None = None,
+    replace: str = NEVER,
 ) -> Path:
     """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``.
-    ``save_model``: rank 0 saves its final model there (a flat float32 ``.npy``)."""
+    ``save_model``: rank 0 saves its final model there (a flat float32 ``.npy``). ``replace``: which earlier run
+    the folder may hold (:func:`~stragglerlab.analysis.runfolder.check_replaceable`)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -106,7 +108,7 @@ def run_rank(
     writer = None
     if rank == 0:
         try:
-            writer = RunWriter(folder, _meta(scenario, backend, comm, [h for h, _ in peers]))
+            writer = RunWriter(folder, _meta(scenario, backend, comm, [h for h, _ in peers]), replace=replace)
             shutil.rmtree(Path(folder) / LIVE, ignore_errors=True)  # an earlier run's heartbeats
         except UserError as err:
             error = str(err)
@@ -148,6 +150,7 @@ def run_rank(
         os._exit(2 if isinstance(err, UserError) else 1)
     watchdog.finish()
     if writer is not None:
+        watchdog.clear()
         writer.close(finished=True, wall_seconds=round(clock.now(), 3))
     return folder
 

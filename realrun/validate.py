@@ -37,7 +37,8 @@ from stragglerlab.analysis.collection import summary_table
 from stragglerlab.analysis.compare import ALGORITHM, ks_distance, sim_vs_real, tv_distance
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
-from stragglerlab.analysis.runfolder import Run, load_run
+from stragglerlab.analysis.outputs import make_folder
+from stragglerlab.analysis.runfolder import SIMULATED, Run, load_run
 from stragglerlab.realrun.calibration import compute_model
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.run import simulate
@@ -61,15 +62,18 @@ def measured_compute(run: Run) -> np.ndarray:
 
 
 def calibrated_network(path: str | Path) -> dict[str, Any]:
-    """The ``[network]`` table of a ``stragglerlab calibrate`` fragment."""
+    """The ``[network]`` table of a ``stragglerlab calibrate`` fragment, its values checked as a scenario's."""
     try:
         fragment = tomllib.loads(Path(path).read_text())
     except OSError as err:
         raise UserError(f"{path}: cannot read the calibration ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a text file (a calibration is TOML)") from None
     except tomllib.TOMLDecodeError as err:
         raise UserError(f"{path}: not valid TOML ({err})") from None
     if not isinstance(fragment.get("network"), dict):
         raise UserError(f"{path}: no [network] table (write one with: stragglerlab calibrate -o {path})")
+    from_dict({"network": fragment["network"]}, str(path))
     return fragment["network"]
 
 
@@ -86,10 +90,11 @@ def timing_scenario(stored: dict[str, Any], network: dict[str, Any] | None, **se
 
 def trace_driven(run: Run, folder: Path, trace: Path, network: dict[str, Any] | None = None) -> Run:
     """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``."""
-    trace.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(trace.parent)
     np.save(trace, measured_compute(run))
     imbalance = {"kind": "trace", "file": str(trace.resolve())}
-    return load_run(simulate(timing_scenario(run.meta["scenario"], network, imbalance=imbalance), folder))
+    scenario = timing_scenario(run.meta["scenario"], network, imbalance=imbalance)
+    return load_run(simulate(scenario, folder, replace=SIMULATED))
 
 
 def base_compute(run: Run) -> np.ndarray:
@@ -112,7 +117,8 @@ def predict(runs: Sequence[Run], other: Run, folder: Path, network: dict[str, An
     to the ``runs``' measured compute (their injection taken out) and ``network`` (default: the first run's)."""
     compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
     network = network or runs[0].meta["scenario"]["network"]
-    return load_run(simulate(timing_scenario(other.meta["scenario"], network, workload={"compute": compute}), folder))
+    scenario = timing_scenario(other.meta["scenario"], network, workload={"compute": compute})
+    return load_run(simulate(scenario, folder, replace=SIMULATED))
 
 
 def compare(real: Run, sim: Run) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -75,6 +76,16 @@ class Watchdog:
         self._stop.set()
         self._thread.join()
         self._beat("done")
+
+    def clear(self, limit: float = 5.0) -> None:
+        """Remove the heartbeat folder once every rank has marked itself done (rank 0, at the end of a run that
+        finished), so a finished run folder holds no ``.live/``; a peer silent for ``limit`` seconds leaves it."""
+        deadline = time.monotonic() + limit
+        while any(self._state(peer)[0] != "done" for peer in self.peers):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def lost(self) -> str | None:
         """A message naming a lost peer, or None when every peer is alive or done."""

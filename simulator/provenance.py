@@ -1,15 +1,18 @@
 """What a run folder's ``meta.json`` says about a run, built in one place for simulated and real runs alike: the
 resolved scenario, its seed, the cost model's figures, the algorithm's plot style (so figures need no list of
-algorithms), the versions of what ran it, the host and the start time. Real runs add their backend, hosts and ranks;
-the simulator, its engine."""
+algorithms), the versions of what ran it, the command line, the git commit when the package runs from a checkout,
+the host and the start time. Real runs add their backend, hosts and ranks; the simulator, its engine."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import socket
+import subprocess
 import sys
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from stragglerlab.simulator import algorithms
@@ -33,6 +36,29 @@ def versions() -> dict[str, str]:
     return out
 
 
+@functools.cache
+def git_state() -> dict[str, Any] | None:
+    """``{"commit": ..., "dirty": ...}`` of the git checkout the package runs from (an editable install), whether
+    tracked files differ from that commit; None when it is not in a checkout or git cannot say."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        changes = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": bool(changes.strip())}
+
+
 def style(name: str) -> dict[str, Any]:
     """Algorithm ``name``'s plot style: its colour, marker and place in legends."""
     record = algorithms.get(name)
@@ -41,7 +67,9 @@ def style(name: str) -> dict[str, Any]:
 
 def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
     """The ``meta.json`` of a run of ``scenario`` (``source``: ``sim`` or ``real``) starting now; ``extra`` keys
-    are added (``versions`` in it extends the recorded versions)."""
+    are added (``versions`` in it extends the recorded versions). ``command`` is the command line as run
+    (``sys.argv``); ``git`` is :func:`git_state`, absent outside a checkout."""
+    git = git_state()
     record = {
         "source": source,
         "scenario": to_dict(scenario),
@@ -49,6 +77,8 @@ def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
         "network": cost_model(scenario).describe(scenario.workers, message_bytes(scenario)),
         "style": style(scenario.algorithm.name),
         "versions": {**versions(), **extra.pop("versions", {})},
+        "command": list(sys.argv),
+        **({"git": git} if git is not None else {}),
         "host": socket.gethostname(),
         "start_time": datetime.now(UTC).isoformat(timespec="seconds"),
     }

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.analysis.metrics import Tally
-from stragglerlab.analysis.runfolder import RunWriter, columns, iteration_columns
+from stragglerlab.analysis.runfolder import NEVER, RunWriter, columns, iteration_columns
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.convergence import Observer, Schedule, replay
 from stragglerlab.simulator.costs import cost_model
@@ -125,6 +125,7 @@ def simulate(
     folder: str | Path,
     progress: Callable[[int], None] | None = None,
     tables: tuple[str, ...] = ("iterations", "rounds"),
+    replace: str = NEVER,
 ) -> Path:
     """Run ``scenario`` and write its run folder; returns the folder.
 
@@ -132,7 +133,8 @@ def simulate(
     a run too large to keep its tables still has its summary). With a model (``workload.model`` not ``none``) its
     data are made first, ``workload.params`` becomes the model's parameter count (message sizes follow the model),
     and after the engine the model is trained along the schedule (:mod:`.convergence`), its ``evals`` rows
-    written as they come.
+    written as they come. ``replace``: which earlier run ``folder`` may hold (see
+    :func:`~stragglerlab.analysis.runfolder.check_replaceable`; by default none).
     """
     workload = None
     if scenario.workload.model != "none":
@@ -140,7 +142,7 @@ def simulate(
         scenario = scenario.replace(**{"workload.params": workload.dimension})
     engine = engine_for(scenario)
     started = time.perf_counter()
-    with RunWriter(folder, meta(scenario, "sim", engine=engine)) as writer:
+    with RunWriter(folder, meta(scenario, "sim", engine=engine), replace=replace) as writer:
         tally = Tally()
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)

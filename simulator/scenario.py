@@ -310,6 +310,8 @@ def load(
             text = Path(path).read_text()
         except OSError as err:
             raise ScenarioError(f"{origin}: cannot read the scenario ({err.strerror})") from None
+        except UnicodeDecodeError:
+            raise ScenarioError(f"{origin}: not a text file (a scenario is TOML)") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -4,19 +4,26 @@ A cell is one scenario of the product; its folder ``DIR/<cell name>/`` is named 
 (``algorithm-sync_workers-64_seed-0``: each grid key by its last dotted part, or the whole key when two grid keys
 share it; ``algorithm.name`` by ``algorithm``), so the same sweep always maps a cell to the same folder. A re-run
 skips the cells whose ``meta.json`` says finished for the same scenario and reruns the others (killed, failed or
-never started); a finished run of a *different* scenario in a cell's folder is an error rather than overwritten.
+never started); a finished run of a *different* scenario in a cell's folder is an error rather than overwritten
+(unless forced; a real run never is).
 
-Cells run in processes (``concurrent.futures``); under ``mpiexec -n N`` (detected from the launcher's environment,
-or forced with ``mpi=True``) the same cells run on MPI ranks instead, through mpi4py's ``MPICommExecutor``: rank 0
-hands out cells and the other N - 1 ranks simulate them. mpi4py is imported only then.
+Cells run in processes (``concurrent.futures``). The sweep owns them: an interruption (Ctrl-C) or a failed cell
+cancels the queued cells and kills the running ones at once (their folders stay unfinished, so a re-run redoes
+them), and on Linux every worker gets the parent-death signal, so killing the sweep's process takes its workers with
+it. Under ``mpiexec -n N`` (detected from the launcher's environment, or forced with ``mpi=True``) the same cells
+run on MPI ranks instead, through mpi4py's ``MPICommExecutor``: rank 0 hands out cells and the other N - 1 ranks
+simulate them. mpi4py is imported only then.
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
+import multiprocessing
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -27,11 +34,15 @@ from typing import Any
 
 from tqdm import tqdm
 
+from stragglerlab.analysis.outputs import make_folder
+from stragglerlab.analysis.runfolder import SIMULATED, UNFINISHED, stored
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict, parse_override, to_dict
 
 #: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+LINUX = sys.platform.startswith("linux")
 
 
 @dataclass(frozen=True)
@@ -115,29 +126,28 @@ def cells(base: Scenario, grid: dict[str, list[Any]], seeds: int = 1) -> list[Ce
     return out
 
 
-def _as_stored(scenario: Scenario) -> dict[str, Any]:
-    """The scenario as ``meta.json`` holds it (after a JSON round trip)."""
-    return json.loads(json.dumps(to_dict(scenario), default=str))
-
-
-def is_done(cell: Cell, folder: Path) -> bool:
-    """Whether ``folder`` holds a finished run of ``cell``'s scenario; a finished run of another is an error."""
+def is_done(cell: Cell, folder: Path, force: bool = False) -> bool:
+    """Whether ``folder`` holds a finished run of ``cell``'s scenario; a finished run of another is an error, or,
+    with ``force``, to be replaced."""
     try:
         meta = json.loads((folder / "meta.json").read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return False
     if not meta.get("finished"):
         return False
-    if meta.get("scenario") != _as_stored(cell.scenario):
+    if meta.get("scenario") != stored(to_dict(cell.scenario)):
+        if force:
+            return False
         raise ScenarioError(
-            f"{folder}: holds a finished run of another scenario; sweep into a new folder (or delete that one)"
+            f"{folder}: holds a finished run of another scenario; sweep into a new folder, or give --force"
         )
     return True
 
 
-def run_cell(scenario: dict[str, Any], folder: str) -> str:
-    """Simulate one cell (in a worker process or rank: plain data in, the folder out)."""
-    simulate(from_dict(scenario), folder)
+def run_cell(scenario: dict[str, Any], folder: str, force: bool = False) -> str:
+    """Simulate one cell (in a worker process or rank: plain data in, the folder out). It may replace an unfinished
+    run of its own scenario there (resuming), or with ``force`` any simulated run."""
+    simulate(from_dict(scenario), folder, replace=SIMULATED if force else UNFINISHED)
     return folder
 
 
@@ -160,37 +170,69 @@ def _mpi_executor() -> Iterator[Executor | None]:
         yield pool
 
 
-def _submit_all(todo: list[Cell], out: Path, pool: Executor | None, done: Callable[[], None]) -> None:
+def _worker_start() -> None:
+    """In each worker process: leave Ctrl-C to the sweep (which cancels and ends the workers itself), and on Linux
+    die with the sweep's process (the parent-death signal); elsewhere a worker whose sweep was killed outright
+    finishes its cell and then waits, until its process group is killed."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if LINUX:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        sweep_process = multiprocessing.parent_process()
+        if sweep_process is not None and not sweep_process.is_alive():  # it died before the signal was armed
+            os._exit(1)
+
+
+@contextmanager
+def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """``jobs`` worker processes that do not outlive the sweep: when the body fails or is interrupted, the queued
+    cells are cancelled and the running ones killed before the exception goes on. On Linux the workers are forked
+    by the sweep's own thread (the parent-death signal names that thread; with the forkserver start method the
+    parent would be the forkserver, which outlives a killed sweep)."""
+    context = multiprocessing.get_context("fork") if LINUX else None
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start)
+    try:
+        yield pool
+    except BaseException:
+        workers = list((pool._processes or {}).values())  # public only from Python 3.14 (terminate_workers)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers:
+            process.kill()
+        raise
+    pool.shutdown()
+
+
+def _submit_all(todo: list[Cell], out: Path, pool: Executor | None, done: Callable[[], None], force: bool) -> None:
     """Simulate ``todo`` into ``out`` on ``pool`` (in this process when None), calling ``done`` after each cell."""
     if pool is None:
         for cell in todo:
-            run_cell(to_dict(cell.scenario), str(out / cell.name))
+            run_cell(to_dict(cell.scenario), str(out / cell.name), force)
             done()
         return
-    futures = [pool.submit(run_cell, to_dict(c.scenario), str(out / c.name)) for c in todo]
+    futures = [pool.submit(run_cell, to_dict(c.scenario), str(out / c.name), force) for c in todo]
     for future in as_completed(futures):
         future.result()
         done()
 
 
 def sweep(
-    all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False, progress: bool = True
+    all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False, progress: bool = True, force: bool = False
 ) -> tuple[int, int] | None:
     """Run the cells of ``all_cells`` not finished in ``out`` yet: in this process (``jobs`` = 1), in ``jobs``
-    processes, or on MPI ranks. Returns (cells skipped as finished, cells run), or None on an MPI rank other than 0,
+    processes, or on MPI ranks. ``force``: a cell's folder holding a simulated run of another scenario is replaced
+    rather than an error. Returns (cells skipped as finished, cells run), or None on an MPI rank other than 0,
     which only served cells (it should then exit quietly)."""
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
 
     def on(pool: Executor | None) -> tuple[int, int]:
-        todo = [c for c in all_cells if not is_done(c, out / c.name)]
+        todo = [c for c in all_cells if not is_done(c, out / c.name, force)]
         with tqdm(total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo, file=sys.stderr) as bar:
-            _submit_all(todo, out, pool, lambda: bar.update(1))
+            _submit_all(todo, out, pool, lambda: bar.update(1), force)
         return len(all_cells) - len(todo), len(todo)
 
     if mpi:
         with _mpi_executor() as pool:
             return None if pool is None else on(pool)
     if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with _process_pool(jobs) as pool:
             return on(pool)
     return on(None)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stragglerlab.analysis.collection import load_runs, select
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.plots import KINDS, Options, draw, save
 
 #: unfinished runs named in the warning before "..."
 NAMED = 3
@@ -34,8 +35,6 @@ def _condition(text: str) -> tuple[str, str]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from stragglerlab.analysis.plots import KINDS
-
     parser.add_argument(
         "runs",
         nargs="+",
@@ -86,8 +85,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stragglerlab.analysis.plots import Options, draw, save
-
     if args.workers is not None and args.workers < 1:
         raise UserError(f"--workers {args.workers}: must be at least 1")
     runs = load_runs(args.runs)

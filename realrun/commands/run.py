@@ -1,7 +1,10 @@
 """``stragglerlab run``: train a scenario for real on MPI ranks and write its run folder (``source = "real"``).
 
 Under ``mpiexec -n P`` or ``srun`` every rank runs this command (one rank per worker; ``cluster.workers`` must equal
-P). ``--np P`` starts ``mpiexec -n P`` itself on this machine, with this very command line minus ``--np``.
+P). ``--np P`` starts ``mpiexec -n P`` itself on this machine, with this very command line minus ``--np``; outside
+any MPI launcher, without ``--np``, it starts ``cluster.workers`` ranks so. Rank 0 prints the summary ``simulate``
+prints. The default folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a
+simulated run is replaced only with ``--force``, and a real run never.
 """
 
 from __future__ import annotations
@@ -14,13 +17,30 @@ import sys
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.simulator.commands import load_scenario, scenario_arguments
+from stragglerlab.analysis.metrics import summarize
+from stragglerlab.analysis.outputs import check_new_file, unused_name
+from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
+from stragglerlab.realrun.harness import run_rank
+from stragglerlab.realrun.watchdog import watch_job
+from stragglerlab.simulator.commands import load_scenario, output_arguments, scenario_arguments
+from stragglerlab.simulator.commands.simulate import print_summary
+from stragglerlab.simulator.sweep import MPI_SIZE_VARIABLES
+
+#: environment variables that say this process is a rank some launcher started (hydra, Open MPI, srun)
+LAUNCHER_VARIABLES = (*MPI_SIZE_VARIABLES, "PMI_RANK", "SLURM_PROCID")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     scenario_arguments(parser, "override a scenario key, e.g. --set algorithm.name=eager-solo (repeatable)")
-    parser.add_argument("-o", "--output", type=Path, metavar="DIR", help="run folder (default runs/<name>-real)")
-    parser.add_argument("--np", type=int, metavar="P", help="start mpiexec -n P on this machine")
+    parser.add_argument(
+        "-o", "--output", type=Path, metavar="DIR", help="run folder (default runs/<name>-real, or -real-2, ...)"
+    )
+    parser.add_argument(
+        "--np",
+        type=int,
+        metavar="P",
+        help="start mpiexec -n P on this machine (default outside any launcher: cluster.workers)",
+    )
     parser.add_argument(
         "--backend",
         choices=("native", "torch"),
@@ -37,6 +57,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=10.0,
         metavar="S",
         help="a rank silent this long is declared lost and the run stops (default 10)",
+    )
+    output_arguments(
+        parser, "replace a simulated run where -o points, and the --save-model file (a real run is never replaced)"
     )
 
 
@@ -77,14 +100,14 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
         "--heartbeat-timeout",
         str(args.heartbeat_timeout),
         *(["--save-model", str(args.save_model)] if args.save_model else []),
+        *(["--force"] if args.force else []),
+        *(["--json"] if args.json else []),
     ]
 
 
 def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
     """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
     import socket
-
-    from stragglerlab.realrun.watchdog import watch_job
 
     proc = subprocess.Popen(launch(np_, argv))
     lost = watch_job(proc, folder, socket.gethostname())
@@ -97,24 +120,49 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
     return proc.returncode or 0
 
 
+def under_launcher() -> bool:
+    """Whether this process is a rank that mpiexec or srun started (from the launcher's environment)."""
+    return any(variable in os.environ for variable in LAUNCHER_VARIABLES)
+
+
+def _check_outputs(args: argparse.Namespace, folder: Path) -> None:
+    """Refuse, before anything starts, a run folder or model file the run may not write."""
+    check_replaceable(folder, SIMULATED if args.force else NEVER)
+    if args.save_model:
+        check_new_file(args.save_model, args.force)
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args)
-    folder = args.output or Path("runs") / f"{scenario.name}-real"
-    if args.np is not None:
-        if args.np < 1:
-            raise UserError(f"--np {args.np}: needs at least one rank")
-        return _launch_and_watch(args.np, _rank_argv(args, folder), folder)
+    default = Path("runs") / f"{scenario.name}-real"
+    ranks = args.np if args.np is not None or under_launcher() else scenario.workers
+    if ranks is not None:
+        if ranks < 1:
+            raise UserError(f"--np {ranks}: needs at least one rank")
+        if ranks > (os.cpu_count() or 1):
+            print(
+                f"stragglerlab run: warning: {ranks} ranks on {os.cpu_count()} cores; they share cores, which the "
+                "timings will show",
+                file=sys.stderr,
+            )
+        folder = args.output or unused_name(default)
+        _check_outputs(args, folder)
+        return _launch_and_watch(ranks, _rank_argv(args, folder), folder)
     from mpi4py import MPI
 
-    from stragglerlab.realrun.harness import SharedError, run_rank
-
-    rank = MPI.COMM_WORLD.Get_rank()
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    folder = comm.bcast(args.output or unused_name(default) if rank == 0 else None)
     try:
-        run_rank(scenario, folder, args.backend, args.heartbeat_timeout, args.save_model)
-    except SharedError:
+        _check_outputs(args, folder)  # every rank sees the same files, so every rank agrees
+        run_rank(
+            scenario, folder, args.backend, args.heartbeat_timeout, args.save_model, SIMULATED if args.force else NEVER
+        )
+    except UserError:
         if rank == 0:
             raise
         return 2  # every rank has it; rank 0 says it
     if rank == 0:
-        print(folder)
+        run = load_run(folder)
+        print_summary(scenario, [summarize(run)], [folder], None, args.json)
     return 0

@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from stragglerlab.analysis.compare import ALGORITHM
+from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.realrun.validate import calibrated_network, validate
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -63,9 +65,6 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stragglerlab.analysis.plots import draw, save
-    from stragglerlab.realrun.validate import calibrated_network, validate
-
     network = calibrated_network(args.calibration) if args.calibration else None
     table, pairs = validate([load_run(p) for p in args.runs], args.output, network, [load_run(p) for p in args.predict])
     table.to_csv(args.output / "validation.csv", index=False)

@@ -1,5 +1,10 @@
-"""``stragglerlab simulate``: run a scenario (and, with ``--compare``, a baseline on the same seed), write the run
-folders and print a summary table."""
+"""``stragglerlab simulate``: run a scenario (and, with ``--compare``, other algorithms on the same seed), write the
+run folders and print a summary table (or, with ``--json``, a JSON object).
+
+Speedups are over the first ``--compare`` algorithm, the baseline. A default output ``runs/<name>`` that exists
+becomes ``runs/<name>-2``, ... ; an output given with ``-o`` that holds a run is replaced only with ``--force``, and
+never when it is a real run. A run estimated to need much memory or time says so first, and one that needs more
+memory than the machine has is refused unless ``--force``."""
 
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ from tqdm import tqdm
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import Summary, summarize
-from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.simulator.commands import load_scenario, scenario_arguments
-from stragglerlab.simulator.run import simulate
+from stragglerlab.analysis.outputs import unused_name
+from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
+from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
+from stragglerlab.simulator.estimate import check, combined, estimate
+from stragglerlab.simulator.run import engine_for, simulate
 from stragglerlab.simulator.scenario import ALGORITHMS, Scenario
 
 
@@ -24,7 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--output",
         type=Path,
         metavar="DIR",
-        help="run folder (with --compare: a folder holding one run folder per algorithm); default runs/<scenario name>",
+        help="run folder (with --compare: a folder holding one run folder per algorithm); default "
+        "runs/<scenario name>, or runs/<scenario name>-2, -3, ... when that exists",
     )
     parser.add_argument(
         "--engine",
@@ -45,9 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--compare",
-        metavar="ALGO",
-        choices=ALGORITHMS,
-        help="also run this algorithm on the same scenario and seed, and report the speedup over it",
+        metavar="ALGO[,ALGO...]",
+        action="append",
+        default=[],
+        type=algorithm_list,
+        help="also run these algorithms on the same scenario and seed (comma-separated or repeated); speedups are "
+        "over the first one given",
     )
     parser.add_argument(
         "--target-loss",
@@ -55,6 +66,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="X",
         help="with a model: report the simulated time until the test loss first reaches X",
     )
+    output_arguments(
+        parser,
+        "replace a simulated run where -o points (a real run is never replaced); run even when "
+        "the estimated memory exceeds what the machine has",
+    )
+
+
+def algorithm_list(text: str) -> list[str]:
+    """``--compare a,b``: the algorithms named, each one of :data:`ALGORITHMS`."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in ALGORITHMS:
+            raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(ALGORITHMS)})")
+    return names
 
 
 class _Progress:
@@ -84,11 +109,23 @@ class _Progress:
         self.bar.close()
 
 
-def _ratio(value: float, base: float) -> str:
-    return f"{value / base:.3f}x" if value > 0 and base > 0 else "-"  # NaN compares false: "-"
+def speedups(s: Summary, baseline: Summary | None) -> tuple[float, float]:
+    """Speedup of ``s`` over ``baseline`` in samples/s and in the time to the target loss (NaN where undefined)."""
+
+    def ratio(value: float, base: float) -> float:
+        return value / base if value > 0 and base > 0 else float("nan")  # NaN compares false
+
+    if baseline is None:
+        return float("nan"), float("nan")
+    return ratio(s.samples_per_s, baseline.samples_per_s), ratio(baseline.time_to_target, s.time_to_target)
+
+
+def _times(value: float) -> str:
+    return f"{value:.3f}x" if value == value else "-"
 
 
 def _row(s: Summary, baseline: Summary | None, trained: bool) -> list[str]:
+    speedup, target_speedup = speedups(s, baseline)
     row = [
         s.algorithm,
         f"{s.samples_per_s:,.1f}",
@@ -97,16 +134,11 @@ def _row(s: Summary, baseline: Summary | None, trained: bool) -> list[str]:
         f"{s.mean_staleness:.3f}",
         str(s.max_staleness),
         f"{100 * s.fresh_fraction:.1f}%",
-        _ratio(s.samples_per_s, baseline.samples_per_s) if baseline else "-",
+        _times(speedup),
     ]
     if trained:
         target = f"{s.time_to_target:.2f}" if s.time_to_target >= 0 else "-"
-        row += [
-            f"{s.final_loss:.5g}",
-            f"{s.final_accuracy:.4f}",
-            target,
-            _ratio(baseline.time_to_target, s.time_to_target) if baseline else "-",
-        ]
+        row += [f"{s.final_loss:.5g}", f"{s.final_accuracy:.4f}", target, _times(target_speedup)]
     return row
 
 
@@ -124,28 +156,61 @@ def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
     )
 
 
+def summary_record(scenario: Scenario, summaries: list[Summary], folders: list[Path], baseline: Summary | None) -> dict:
+    """The ``--json`` form of a summary: the scenario's name and size, and each run's metrics, speedups and folder."""
+    runs = []
+    for s, folder in zip(summaries, folders, strict=True):
+        speedup, target_speedup = speedups(s, baseline)
+        runs.append({**s.as_dict(), "speedup": speedup, "target_speedup": target_speedup, "folder": str(folder)})
+    return {
+        "scenario": scenario.name,
+        "workers": scenario.workers,
+        "iterations": scenario.iterations,
+        "seed": scenario.seed,
+        "baseline": baseline.algorithm if baseline else None,
+        "runs": runs,
+    }
+
+
+def print_summary(
+    scenario: Scenario, summaries: list[Summary], folders: list[Path], baseline: Summary | None, as_json: bool
+) -> None:
+    """What ``simulate`` and ``run`` print at the end: the table (or its JSON) and where the runs are."""
+    if as_json:
+        print_json(summary_record(scenario, summaries, folders, baseline))
+        return
+    over = f", speedup over {baseline.algorithm}" if baseline else ""
+    print(f"{scenario.name}: {scenario.workers} workers x {scenario.iterations} iterations, seed {scenario.seed}{over}")
+    print(format_table(summaries, baseline))
+    print(f"run folders: {folders[0].parent}" if len(folders) > 1 else f"run folder: {folders[0]}")
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args, *([f"engine={args.engine}"] if args.engine else []))
     tables = () if args.summary_only else tuple(t for t in args.tables.split(",") if t)
     if set(tables) - {"iterations", "rounds"}:
         raise UserError(f"--tables {args.tables}: must be a comma-separated list from iterations, rounds")
-    scenarios = [scenario]
-    if args.compare and args.compare != scenario.algorithm.name:
-        scenarios.append(scenario.replace(**{"algorithm.name": args.compare}))
-    out = args.output or Path("runs") / scenario.name
+    compared = list(dict.fromkeys(name for names in args.compare for name in names))
+    names = list(dict.fromkeys([scenario.algorithm.name, *compared]))
+    scenarios = [scenario.replace(**{"algorithm.name": name}) for name in names]
+    out = args.output or unused_name(Path("runs") / scenario.name)
+    folders = [out / s.algorithm.name for s in scenarios] if len(scenarios) > 1 else [out]
+    for folder in folders:
+        check_replaceable(folder, SIMULATED if args.force else NEVER)
+    need = combined([estimate(s, engine_for(s), tables) for s in scenarios])
+    note = check(f"simulate {scenario.name}", need, args.force)
+    if note:
+        print(note, file=sys.stderr)
     summaries = []
-    for s in scenarios:
-        folder = out / s.algorithm.name if len(scenarios) > 1 else out
+    for s, folder in zip(scenarios, folders, strict=True):
         progress = _Progress(s)
         try:
-            simulate(s, folder, progress, tables)
+            simulate(s, folder, progress, tables, SIMULATED if args.force else NEVER)
         finally:
             progress.close()
         summaries.append(summarize(load_run(folder), args.target_loss))
     if not summaries[0].iterations:
         raise UserError("the run produced no iterations")
-    baseline = summaries[-1] if len(summaries) > 1 else None
-    print(f"{scenario.name}: {scenario.workers} workers x {scenario.iterations} iterations, seed {scenario.seed}")
-    print(format_table(summaries, baseline))
-    print(f"run folder{'s' if len(scenarios) > 1 else ''}: {out}")
+    baseline = summaries[names.index(compared[0])] if compared else None
+    print_summary(scenario, summaries, folders, baseline, args.json)
     return 0

@@ -158,12 +158,12 @@ def test_tables_have_the_scenario_keys_as_columns(tmp_path):
 
 
 def test_imports_stay_light_and_one_way():
-    """analysis imports neither the simulator nor matplotlib (until a plot is drawn); sweeps import mpi4py only
-    under MPI."""
+    """analysis imports neither the simulator nor matplotlib (until a figure is to be drawn: the plots and the plot
+    command); simulating and sweeping import neither matplotlib nor mpi4py (only under MPI) nor torch."""
     code = (
         "import sys, stragglerlab.analysis.collection, stragglerlab.analysis.compare, stragglerlab.analysis.style, "
-        "stragglerlab.analysis.commands.plot, "
-        "stragglerlab.simulator.sweep, stragglerlab.simulator.commands.sweep; "
+        "stragglerlab.simulator.sweep, stragglerlab.simulator.commands.sweep, "
+        "stragglerlab.simulator.commands.simulate; "
         "bad = [m for m in ('matplotlib', 'mpi4py', 'torch') if m in sys.modules]; assert not bad, bad"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0

@@ -1,10 +1,13 @@
 """Sweeps: grids, cell names, resuming after an interruption, the summary, and MPI ranks."""
 
 import json
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -174,3 +177,122 @@ def test_sweep_on_mpi_ranks(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("4 cells (4 run, 0 already finished)") == 1  # rank 0 reports, alone
     assert all(meta(p)["finished"] for p in out.glob("*/"))
+
+
+# cells of a few seconds each on the reference engine: a sweep that is still busy when it is stopped
+SLOW = [sys.executable, "-m", "stragglerlab.cli"] + shlex.split(
+    "sweep --example eager-injected --set iterations=3000 --set cluster.workers=64 --set engine=reference "
+    "--grid algorithm.name=sync,eager-solo --seeds 4 -j 2"
+)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def started_sweep(out: Path) -> tuple[subprocess.Popen, list[int]]:
+    """A slow sweep into ``out``, once its first cell has started; and its worker processes."""
+    proc = subprocess.Popen([*SLOW, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("*/meta.json")):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the sweep did not start a cell: {proc.communicate()[1]}")
+        time.sleep(0.05)
+    return proc, children(proc.pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_cancels_queued_cells_and_returns_at_once(tmp_path):
+    out = tmp_path / "sweep"
+    proc, workers = started_sweep(out)
+    assert workers
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - sent < 10
+    assert proc.returncode == 130 and "stragglerlab sweep: interrupted" in stderr and "Traceback" not in stderr
+    started = [p for p in out.iterdir() if p.is_dir()]
+    assert len(started) <= 2  # the two running when interrupted; the six queued never ran
+    assert not any(meta(p)["finished"] for p in started)
+    time.sleep(1)
+    assert not [pid for pid in workers if alive(pid)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
+    proc, workers = started_sweep(tmp_path / "sweep")
+    assert workers
+    proc.kill()
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 5
+    while [pid for pid in workers if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if alive(pid)]
+
+
+def test_sweep_into_a_file_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main(["sweep", "--example", "eager-injected", *ARGS, "-o", str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err
+    assert "exists and is not a folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_baseline_speedups_with_intervals_and_json(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--example", "eager-injected", *ARGS, "--grid", "imbalance.delay=0,0.32", "-j", "1"]
+    assert main([*argv, "-o", str(out), "--baseline", "sync"]) == 0
+    text = capsys.readouterr().out
+    assert "speedup in samples/s over sync" in text and "95% interval" in text
+    assert main([*argv, "-o", str(out), "--baseline", "sync", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["cells"] == 8 and record["skipped"] == 8 and record["baseline"] == "sync"
+    assert len(record["points"]) == 4
+    rows = {(r["imbalance.delay"], r["algorithm.name"]): r for r in record["speedups"]}
+    assert set(rows) == {(d, a) for d in (0.0, 0.32) for a in ("sync", "eager-solo")}
+    assert rows[(0.0, "sync")]["speedup"] == pytest.approx(1.0)
+    solo = rows[(0.32, "eager-solo")]
+    assert solo["seeds"] == 2 and solo["low"] < solo["speedup"] < solo["high"] and solo["speedup"] > 1.2
+    cells = pd.read_csv(out / "summary.csv").set_index("cell")
+    ratio = [
+        cells.loc[f"algorithm-eager-solo_delay-0.32_seed-{s}", "samples_per_s"]
+        / cells.loc[f"algorithm-sync_delay-0.32_seed-{s}", "samples_per_s"]
+        for s in (1, 2)
+    ]
+    assert solo["speedup"] == pytest.approx((ratio[0] * ratio[1]) ** 0.5)
+    assert main([*argv, "-o", str(out), "--baseline", "wagma"]) == 2
+    assert "--baseline wagma" in capsys.readouterr().err
+
+
+def test_force_replaces_cells_of_another_scenario_but_never_a_real_run(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--example", "eager-injected", *ARGS, "-j", "1", "-o", str(out)]
+    assert main(argv) == 0
+    assert main([*argv, "--set", "workload.batch=7", "--force"]) == 0
+    assert "4 cells (4 run, 0 already finished)" in capsys.readouterr().out
+    assert all(meta(p)["scenario"]["workload"]["batch"] == 7 for p in out.glob("*/"))
+    real = out / "algorithm-sync_seed-1"
+    (real / "meta.json").write_text(json.dumps({**meta(real), "source": "real"}))
+    assert main([*argv, "--force"]) == 2
+    assert "real run, which is never replaced" in capsys.readouterr().err
+    assert meta(real)["source"] == "real"

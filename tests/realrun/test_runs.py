@@ -8,12 +8,11 @@ import pytest
 
 from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS, load_run
 from stragglerlab.simulator.imbalance import ComputeTimes
-from stragglerlab.simulator.scenario import load
+from stragglerlab.simulator.scenario import ALGORITHMS, load
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(180)]
 
 BASE, DELAY, ITERATIONS = 0.004, 0.06, 12
-ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "local-sgd", "lsgd"]
 
 SCENARIO = f"""
 seed = 5
@@ -63,6 +62,10 @@ def test_every_algorithm_writes_a_valid_folder_with_the_injected_delays(
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
     check_folder(run, ranks, ITERATIONS)
+    assert not (out / ".live").exists()  # the heartbeats go when the run finishes
+    lines = proc.stdout.splitlines()  # rank 0's summary, as simulate prints it
+    assert lines[1].split()[:2] == ["algorithm", "samples/s"] and lines[2].startswith(algorithm)
+    assert lines[-1] == f"run folder: {out}"
     times = ComputeTimes(load(path, [f"cluster.workers={ranks}"]))
     it = run.iterations
     slow = np.zeros((ranks, ITERATIONS), dtype=bool)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 import subprocess
+import sys
 
 import pytest
 
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.cli import main
+from stragglerlab.realrun.commands import run as run_command
+from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import load
-from tests.realrun.conftest import stragglerlab
+from tests.helpers import scenario
+from tests.processes import run_bounded
+from tests.realrun.conftest import environment, stragglerlab
 
 
 @pytest.mark.mpi
@@ -31,6 +41,15 @@ def test_calibrate_writes_a_fragment_that_simulate_accepts(native_ready, tmp_pat
     assert proc.returncode == 0, proc.stderr
     text = fragment.read_text()
     assert "ping-pong: alpha =" in text and "±" in text and "allreduce (ring, 2 ranks): gamma =" in text
+    assert "ping-pong: alpha =" in proc.stdout and f"fragment: {fragment}" in proc.stdout  # a summary, not a path
+    again = ["calibrate", "--np", "2", "--compute-iterations", "2", "-o", str(fragment)]
+    proc = stragglerlab(*again)
+    assert proc.returncode == 2 and "exists; give --force" in proc.stderr and fragment.read_text() == text
+    proc = stragglerlab(*again, "--force", "--json", timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["output"] == str(fragment) and record["network"]["alpha"] > 0 and record["notes"]
+    assert fragment.read_text() != text
     scenario = load(fragment)
     assert scenario.network.alpha > 0 and scenario.network.beta > 0 and scenario.network.gamma >= 0
     assert scenario.workload.compute.mean > 0
@@ -87,3 +106,129 @@ def test_slurm_script_passes_bash_syntax_check(tmp_path, device):
 def test_slurm_rejects_a_bad_allocation():
     proc = stragglerlab("slurm", "--example", "eager-injected", "--nodes", "0", "--tasks-per-node", "4")
     assert proc.returncode == 2 and "at least 1" in proc.stderr
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+
+
+def test_calibrate_refuses_outputs_it_cannot_or_may_not_write_before_measuring(tmp_path):
+    (tmp_path / "mine.toml").write_text("# mine\n")
+    for output, words in (
+        (tmp_path / "mine.toml", ("exists; give --force",)),
+        (tmp_path / "absent" / "c.toml", ("does not exist",)),
+        (tmp_path, ("is a folder",)),
+        ("/proc/stragglerlab-c.toml", ("cannot write into /proc",)),
+    ):
+        one_line_error(stragglerlab("calibrate", "--np", "2", "-o", str(output)), *words)
+    assert (tmp_path / "mine.toml").read_text() == "# mine\n"
+    one_line_error(stragglerlab("calibrate", "--np", "2", "--compute-iterations", "0"), "at least 2")
+
+
+def test_validate_reads_a_bad_calibration_or_a_damaged_run_as_one_line_errors(tmp_path):
+    run = simulate(scenario(**{"cluster.workers": 2, "iterations": 5}), tmp_path / "run")
+    (tmp_path / "binary.toml").write_bytes(bytes(range(256)))
+    (tmp_path / "values.toml").write_text('[network]\nalpha = "fast"\n')
+    (tmp_path / "none.toml").write_text("x = 1\n")
+    for name, words in (
+        ("binary.toml", ("not a text file",)),
+        ("values.toml", ("network.alpha", "must be a number")),
+        ("none.toml", ("no [network] table",)),
+        ("absent.toml", ("cannot read the calibration",)),
+    ):
+        proc = stragglerlab("validate", str(run), "--calibration", str(tmp_path / name), "-o", str(tmp_path / "v"))
+        one_line_error(proc, name, *words)
+    table = run / "iterations.parquet"
+    table.write_bytes(table.read_bytes()[:100])
+    one_line_error(stragglerlab("validate", str(run), "-o", str(tmp_path / "v")), "cannot read the iterations table")
+
+
+def test_run_refuses_outputs_before_starting_any_rank(tmp_path):
+    real = simulate(scenario(**{"cluster.workers": 2, "iterations": 5}), tmp_path / "real")
+    meta = json.loads((real / "meta.json").read_text())
+    (real / "meta.json").write_text(json.dumps({**meta, "source": "real"}))
+    argv = ["run", "--example", "eager-injected", "--set", "cluster.workers=2", "--np", "2"]
+    for force in ([], ["--force"]):
+        one_line_error(stragglerlab(*argv, "-o", str(real), *force), "real run, which is never replaced")
+    assert json.loads((real / "meta.json").read_text())["source"] == "real"
+    out = ["-o", str(tmp_path / "new")]
+    one_line_error(stragglerlab(*argv, *out, "--save-model", "/proc/stragglerlab.npy"), "cannot write into /proc")
+    one_line_error(stragglerlab(*argv, *out, "--save-model", str(tmp_path / "no" / "m.npy")), "does not exist")
+    assert not (tmp_path / "new").exists()
+
+
+def test_run_without_np_starts_cluster_workers_ranks_and_warns_beyond_the_cores(tmp_path, monkeypatch, capsys):
+    launched = []
+    monkeypatch.setattr(run_command, "_launch_and_watch", lambda ranks, argv, folder: launched.append((ranks, argv)))
+    for variable in run_command.LAUNCHER_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "eager-injected-real").mkdir(parents=True)
+    assert main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", "--json"]) == 0
+    ranks, argv = launched[-1]
+    assert ranks == 3 and argv[argv.index("-o") + 1] == "runs/eager-injected-real-2" and "--json" in argv
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: 3 ranks on 2 cores" in err
+    assert main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", "--np", "2", "-o", "x"]) == 0
+    assert launched[-1][0] == 2 and capsys.readouterr().err == ""
+
+
+def test_slurm_quotes_every_value_and_takes_gpus_per_node(tmp_path):
+    allocation = shlex.split("slurm --example eager-injected --nodes 2 --tasks-per-node 4 --gpus-per-node 2")
+    proc = stragglerlab(
+        *allocation,
+        "--partition",
+        "gpu; touch hacked",
+        "--set",
+        "name=x$(touch hacked) y",
+        "--srun-args=--mpi=pmi2 --comment='a b'",
+        "-o",
+        "runs/`touch hacked`",
+    )
+    assert proc.returncode == 0, proc.stderr
+    script = proc.stdout
+    assert "#SBATCH --partition='gpu; touch hacked'" in script and "#SBATCH --gpus-per-node=2" in script
+    assert "--job-name='x$(touch hacked) y'" in script and "-o 'runs/`touch hacked`'" in script
+    assert "srun --kill-on-bad-exit=1 --mpi=pmi2 '--comment=a b' stragglerlab run" in script
+    # run the script's commands with stand-ins that print their arguments: nothing but them runs
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("srun", "stragglerlab"):
+        (bin_dir / tool).write_text('#!/bin/bash\nprintf "%s\\n" "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"}
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "hacked").exists()
+    assert "name=x$(touch hacked) y" in done.stdout.splitlines()
+    default = stragglerlab("slurm", "--example", "eager-injected", "--nodes", "1", "--tasks-per-node", "2")
+    assert '-o runs/eager-injected-"${SLURM_JOB_ID}"' in default.stdout
+    assert "--gpus-per-node" not in default.stdout
+    one_line_error(
+        stragglerlab(
+            "slurm", "--example", "eager-injected", "--nodes", "1", "--tasks-per-node", "2", "--account", "a\nb"
+        ),
+        "line break",
+    )
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(180)
+def test_run_outside_a_launcher_starts_its_ranks_and_prints_json(native_ready, tmp_path):
+    argv = [sys.executable, "-m", "stragglerlab.cli", "run", "--example", "eager-injected", "--json"]
+    argv += shlex.split(
+        "--set cluster.workers=2 --set iterations=5 --set workload.compute.mean=0.005 --set imbalance.delay=0.005 "
+        "--set workload.params=100"
+    )
+    for expected in ("runs/eager-injected-real", "runs/eager-injected-real-2"):
+        proc = run_bounded(argv, 120, environment(), tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        assert record["workers"] == 2 and record["runs"][0]["folder"] == expected
+        assert record["runs"][0]["iterations"] == 2 * 5 and record["runs"][0]["samples_per_s"] > 0
+        folder = tmp_path / expected
+        assert load_run(folder).meta["source"] == "real" and not (folder / ".live").exists()

@@ -12,10 +12,9 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun.validate import base_compute, measured_compute, validate
 from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import scenario
 from tests.realrun.conftest import stragglerlab
-
-ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "local-sgd", "lsgd"]
 
 
 def as_real(folder, out, perturb=lambda it: it):

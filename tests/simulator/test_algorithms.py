@@ -10,6 +10,7 @@ import pytest
 from stragglerlab.simulator.algorithms.eager import initiator
 from stragglerlab.simulator.algorithms.wagma import butterfly_group, phase_count, phase_groups
 from stragglerlab.simulator.network import NetworkModel, message_bytes
+from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import run_tables, scenario
 
 IMBALANCED = {
@@ -248,7 +249,7 @@ def test_eager_balanced_is_the_sync_schedule(name):
     assert (rounds.fresh == 8).all()
 
 
-@pytest.mark.parametrize("name", ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"])
+@pytest.mark.parametrize("name", ALGORITHMS)
 @pytest.mark.parametrize(
     "keys",
     [{}, IMBALANCED, {"cluster.workers": 1, "algorithm.group_size": 1}, {"network.alpha": 0.0, "network.beta": 0.0}],

@@ -1,11 +1,14 @@
 """The ``stragglerlab`` command: simulate with --compare, --set and -o; examples."""
 
+import json
 import re
+import sys
 
 import pytest
 
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
+from stragglerlab.simulator.provenance import git_state
 
 
 def test_simulate_compare_prints_summary_and_writes_both_folders(tmp_path, capsys):
@@ -66,3 +69,112 @@ def test_usage_errors(capsys):
             main(argv)
         assert exit_.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+SMALL = ["--example", "eager-injected", "--set", "iterations=5", "--set", "cluster.workers=4"]
+
+
+def mark_real(folder):
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**meta, "source": "real"}))
+
+
+def test_simulate_refuses_an_existing_run_folder_and_replaces_it_only_with_force(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["simulate", *SMALL, "-o", out]) == 0
+    stamp = (tmp_path / "run" / "meta.json").read_text()
+    assert main(["simulate", *SMALL, "--set", "iterations=3", "-o", out]) == 2
+    assert "holds a run already; give --force" in capsys.readouterr().err
+    assert (tmp_path / "run" / "meta.json").read_text() == stamp
+    assert main(["simulate", *SMALL, "--set", "iterations=3", "-o", out, "--force"]) == 0
+    assert len(load_run(out).iterations) == 4 * 3
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_real_run_survives_simulate_into_its_folder(tmp_path, capsys, force):
+    out = tmp_path / "run"
+    assert main(["simulate", *SMALL, "-o", str(out)]) == 0
+    mark_real(out)
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    assert main(["simulate", *SMALL, "-o", str(out), *force]) == 2
+    assert "real run, which is never replaced" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert load_run(out).meta["source"] == "real"
+    # nor inside a --compare folder, where nothing runs when one of the folders is refused
+    assert main(["simulate", *SMALL, "--compare", "sync", "-o", str(tmp_path / "cmp")]) == 0
+    mark_real(tmp_path / "cmp" / "sync")
+    solo = (tmp_path / "cmp" / "eager-solo" / "meta.json").stat().st_mtime_ns
+    assert main(["simulate", *SMALL, "--compare", "sync", "-o", str(tmp_path / "cmp"), *force]) == 2
+    assert (tmp_path / "cmp" / "eager-solo" / "meta.json").stat().st_mtime_ns == solo
+
+
+def test_default_names_get_a_fresh_suffix(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for expected in ("eager-injected", "eager-injected-2", "eager-injected-3"):
+        assert main(["simulate", *SMALL]) == 0
+        assert f"run folder: runs/{expected}\n" in capsys.readouterr().out
+        assert load_run(tmp_path / "runs" / expected).finished
+    (tmp_path / "runs" / "eager-injected-4").write_text("a file takes the name too")
+    assert main(["simulate", *SMALL, "--compare", "sync"]) == 0
+    assert "run folders: runs/eager-injected-5\n" in capsys.readouterr().out
+
+
+def test_compare_several_algorithms_speedups_over_the_first_one(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["simulate", *SMALL, "--set", "iterations=30", "--set", "algorithm.group_size=2"]
+    argv += ["--compare", "sync,wagma", "--compare", "local-sgd"]
+    assert main([*argv, "-o", str(out), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["baseline"] == "sync" and record["workers"] == 4 and record["iterations"] == 30
+    runs = {r["algorithm"]: r for r in record["runs"]}
+    assert list(runs) == ["eager-solo", "sync", "wagma", "local-sgd"]
+    assert runs["sync"]["speedup"] == 1.0 and runs["sync"]["final_loss"] is None  # NaN is null
+    for name, r in runs.items():
+        assert r["folder"] == str(out / name)
+        assert r["speedup"] == pytest.approx(r["samples_per_s"] / runs["sync"]["samples_per_s"])
+    assert main([*argv, "-o", str(tmp_path / "text")]) == 0
+    text = capsys.readouterr().out
+    assert "speedup over sync" in text.splitlines()[0]
+    assert next(line for line in text.splitlines() if line.startswith("sync")).endswith("1.000x")
+
+
+def test_meta_records_the_command_line_and_the_checkout(tmp_path, monkeypatch):
+    argv = ["stragglerlab", "simulate", *SMALL, "-o", str(tmp_path / "run")]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert main(argv[1:]) == 0
+    meta = load_run(tmp_path / "run").meta
+    assert meta["command"] == argv
+    state = git_state()
+    if state is None:
+        assert "git" not in meta
+    else:
+        assert meta["git"] == state and len(state["commit"]) == 40 and isinstance(state["dirty"], bool)
+
+
+def one_line_error(capsys, argv: list[str], *words: str) -> None:
+    """``stragglerlab argv`` fails with exit status 2 and one line on stderr naming ``words``, no traceback."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+
+
+def test_unwritable_and_invalid_outputs_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    one_line_error(capsys, ["simulate", *SMALL, "-o", "/proc/stragglerlab-x"], "cannot create the folder")
+    one_line_error(capsys, ["simulate", *SMALL, "-o", str(tmp_path / "file" / "sub")], "cannot create the folder")
+    one_line_error(capsys, ["simulate", *SMALL, "-o", str(tmp_path / "file")], "not a folder")
+
+
+def test_unreadable_scenarios_and_traces_are_one_line_errors(tmp_path, capsys):
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    one_line_error(capsys, ["simulate", str(binary)], "binary.toml", "not a text file")
+    one_line_error(capsys, ["simulate", str(tmp_path / "absent.toml")], "cannot read the scenario")
+    trace = ["--set", "imbalance.kind=trace", "--set", "cluster.workers=4"]
+    (tmp_path / "t.npy").write_bytes(b"\x93NUMPY\xff\xff garbage")
+    (tmp_path / "t.csv").write_bytes(b"0.1,0.2\n\xff\xfe\x00")
+    (tmp_path / "dir.npy").mkdir()
+    for name in ("t.npy", "t.csv", "dir.npy"):
+        one_line_error(capsys, ["simulate", *SMALL, *trace, "--set", f"imbalance.file={tmp_path / name}"], name)

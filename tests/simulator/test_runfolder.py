@@ -1,5 +1,6 @@
 """Run folders: written as the run goes, identical for the same seed, readable after a kill."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,11 +10,11 @@ import pandas as pd
 import pytest
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.runfolder import SCHEMAS, TABLES, RunWriter, load_run
+from stragglerlab.analysis.runfolder import NEVER, SCHEMAS, SIMULATED, TABLES, UNFINISHED, RunWriter, load_run
 from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import scenario
 
-ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
 NOISY = {
     "imbalance.kind": "random-delay",
     "imbalance.slow": [1, 2],
@@ -51,17 +52,35 @@ def test_run_folder_schema_and_meta(tmp_path):
     assert list(run.rounds["round"]) == list(range(40))
 
 
-def test_rewriting_a_run_folder_replaces_it_but_nothing_else(tmp_path):
+def test_a_run_folder_is_replaced_only_as_allowed_and_never_a_real_run(tmp_path):
     s = scenario()
     simulate(s, tmp_path / "run")
-    simulate(s.replace(iterations=5), tmp_path / "run")
+    with pytest.raises(UserError, match="holds a run already; give --force"):
+        simulate(s.replace(iterations=5), tmp_path / "run")
+    simulate(s.replace(iterations=5), tmp_path / "run", replace=SIMULATED)
     assert len(load_run(tmp_path / "run").iterations) == 8 * 5
+    # a sweep resumes its own unfinished cell, and nothing else
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    (tmp_path / "run" / "meta.json").write_text(json.dumps({**meta, "finished": False}))
+    with pytest.raises(UserError, match="holds a run already"):
+        simulate(s, tmp_path / "run", replace=UNFINISHED)
+    simulate(s.replace(iterations=5), tmp_path / "run", replace=UNFINISHED)
+    with pytest.raises(UserError, match="holds a run already"):
+        simulate(s.replace(iterations=5), tmp_path / "run", replace=UNFINISHED)  # finished now
+    # a real run: never
+    (tmp_path / "run" / "meta.json").write_text(json.dumps({**meta, "source": "real", "finished": False}))
+    for replace in (NEVER, SIMULATED, UNFINISHED):
+        with pytest.raises(UserError, match="real run, which is never replaced"):
+            simulate(s, tmp_path / "run", replace=replace)
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["source"] == "real"
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="not a run folder"):
-        simulate(s, tmp_path / "other")
+        simulate(s, tmp_path / "other", replace=SIMULATED)
     with pytest.raises(UserError, match="no meta.json"):
         load_run(tmp_path / "other")
+    (tmp_path / "empty").mkdir()
+    simulate(s, tmp_path / "empty")
 
 
 def test_unclosed_writer_leaves_a_readable_prefix(tmp_path):
