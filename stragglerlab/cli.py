@@ -18,6 +18,7 @@ from stragglerlab.analysis.errors import UserError
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("stragglerlab.simulator.commands.simulate", "simulate a scenario and write its run folder(s)"),
     "examples": ("stragglerlab.simulator.commands.examples", "list the example scenarios shipped with the package"),
+    "algorithms": ("stragglerlab.simulator.commands.algorithms", "list the algorithms, their keys and backends"),
     "sweep": (
         "stragglerlab.simulator.commands.sweep",
         "simulate the cross product of scenario keys, in parallel, resumably",

@@ -160,7 +160,7 @@ global_period = 6
         assert proc.returncode == 0, proc.stderr
         runs.append(load_run(tmp_path / algorithm))
     table, _ = validate(runs, tmp_path / "val")
-    assert list(table["algorithm.name"]) == ALGORITHMS
+    assert list(table["algorithm.name"]) == list(ALGORITHMS)
     assert np.isfinite(table["mean_iteration_error"]).all()
     assert (table["mean_iteration_error"].abs() < 0.5).all(), table  # gross failures only: a shared, busy machine
     print(

@@ -8,6 +8,7 @@ import pytest
 
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.provenance import git_state
 
 
@@ -60,6 +61,17 @@ def test_examples_lists_one_line_each(capsys):
     assert main(["examples"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) >= 5 and all(len(line.split(None, 1)) == 2 for line in lines)
+
+
+def test_algorithms_lists_every_record_with_its_keys(capsys):
+    assert main(["algorithms"]) == 0
+    out = capsys.readouterr().out
+    starts = [line.split()[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert starts == list(algorithms.names())
+    for record in algorithms.RECORDS:
+        block = out.split(record.name, 1)[1]
+        assert all(f"{key.name} = " in block for key in record.keys)
+    assert 'late = "accumulate"' in out and "--backend native or torch" in out
 
 
 def test_usage_errors(capsys):
