@@ -224,14 +224,13 @@ class FastEngine:
         self._flush(window, self.N, version)
 
     def _run_lsgd(self) -> None:
+        """LSGD's driver: the kernel needs only P, N, the two counts that trigger exchanges, the exchange time and
+        the window."""
         a: Lsgd = self.algorithm
-        P, N = self.P, self.N
+        P, N, local_every, global_every, t_exchange = self.P, self.N, a.local_every, a.global_every, a.t_exchange
         window = _Window(self.compute, N, self.window_size)
-        state = np.zeros(9, dtype=np.int64)
-        t_trigger = np.zeros(1)
-        heap_t, heap_w = np.zeros(P), np.zeros(P, dtype=np.int64)
-        for i in range(P):
-            state[K.L_HEAP] = K._push(heap_t, heap_w, state[K.L_HEAP], float(window.times[0, i]), i)
+        state = np.zeros(3, dtype=np.int64)
+        t_start = np.zeros(P)
         iteration, unresolved = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
         batch = 256
         out = {
@@ -249,9 +248,7 @@ class FastEngine:
             state[K.L_BASE] = window.base
             status, written = K.lsgd_kernel(
                 state,
-                t_trigger,
-                heap_t,
-                heap_w,
+                t_start,
                 iteration,
                 unresolved,
                 window.times,
@@ -261,9 +258,9 @@ class FastEngine:
                 window.round,
                 window.fresh,
                 N,
-                a.local_every,
-                a.global_every,
-                a.t_exchange,
+                local_every,
+                global_every,
+                t_exchange,
                 out["round"],
                 out["initiator"],
                 out["t_trigger"],

@@ -2,7 +2,8 @@
 
 Rounds are strictly sequential, so for the round-per-call algorithms every worker's post of call m is known once
 round m − 1 is done: a round is one O(P) sweep (trigger, exchange start, fresh or late, release) instead of events.
-LSGD's workers run free between exchanges, so its kernel merges their posts in (time, worker) order with a heap.
+LSGD's workers all start together after an exchange and run free until the next, so its kernel computes each free
+run's post times and selects the one that triggers the next exchange: one O(P·period) pass per exchange.
 
 Both kernels work on a window of iterations [base, base + rows) held in row buffers (times, round, fresh) and a
 compute-time block of the same window, and return a status when they need the driver to slide or grow the window
@@ -18,8 +19,10 @@ DONE, NEED_ROWS, NEED_PENDING, OUT_FULL = 0, 1, 2, 3
 ACCUMULATE, DROP, DEPOSIT = 0, 1, 2
 # state of the round kernel (int64 array)
 S_ROUND, S_BASE = 0, 1
-# state of the LSGD kernel (int64 array)
-L_ROUND, L_COUNT, L_ENDING, L_ACTIVE, L_JOINED, L_INITIATOR, L_GLOBAL, L_BASE, L_HEAP = range(9)
+# state of the LSGD kernel (int64 array): exchanges done, posts counted before the current free run, the window's
+# first iteration
+L_ROUND, L_COUNT, L_BASE = range(3)
+_BUCKETS = 1 << 14  # of the LSGD trigger's histogram
 
 
 @njit(cache=True)
@@ -165,53 +168,9 @@ def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, firs
 
 
 @njit(cache=True)
-def _less(heap_t, heap_w, a, b):
-    return heap_t[a] < heap_t[b] or (heap_t[a] == heap_t[b] and heap_w[a] < heap_w[b])
-
-
-@njit(cache=True)
-def _push(heap_t, heap_w, size, t, w):
-    j = size
-    heap_t[j] = t
-    heap_w[j] = w
-    while j > 0:
-        parent = (j - 1) // 2
-        if _less(heap_t, heap_w, j, parent):
-            heap_t[j], heap_t[parent] = heap_t[parent], heap_t[j]
-            heap_w[j], heap_w[parent] = heap_w[parent], heap_w[j]
-            j = parent
-        else:
-            break
-    return size + 1
-
-
-@njit(cache=True)
-def _pop(heap_t, heap_w, size):
-    size -= 1
-    heap_t[0] = heap_t[size]
-    heap_w[0] = heap_w[size]
-    j = 0
-    while True:
-        left = 2 * j + 1
-        smallest = j
-        if left < size and _less(heap_t, heap_w, left, smallest):
-            smallest = left
-        if left + 1 < size and _less(heap_t, heap_w, left + 1, smallest):
-            smallest = left + 1
-        if smallest == j:
-            break
-        heap_t[j], heap_t[smallest] = heap_t[smallest], heap_t[j]
-        heap_w[j], heap_w[smallest] = heap_w[smallest], heap_w[j]
-        j = smallest
-    return size
-
-
-@njit(cache=True)
 def lsgd_kernel(
     state,
-    t_trigger_state,
-    heap_t,
-    heap_w,
+    t_start,
     iteration,
     unresolved,
     compute,
@@ -230,72 +189,179 @@ def lsgd_kernel(
     out_done,
     out_global,
 ):
-    """Merge the free-running workers' posts in (time, worker) order and run LSGD's exchanges.
+    """Run LSGD's exchanges one free-running segment at a time, then the workers' free run to the end.
 
-    The heap holds each worker's next post; ``iteration[i]`` is the iteration that post ends and
-    ``unresolved[i]`` the first of its iterations that no exchange has carried yet. Returns (status, rounds
-    written).
+    Between two exchanges every worker starts together (``t_start``: the previous exchange's end, or 0) and runs
+    free; the exchange is triggered by the post that brings the count of posts to the next multiple of
+    ``local_every`` or ``global_every``, every other worker joins with its first post after that one in the engine's
+    order, and the exchange starts at the last join. ``iteration[i]``: worker i's next iteration; ``unresolved[i]``:
+    its first row that may still change. Returns (status, rounds written).
     """
-    P = iteration.shape[0]
+    P = t_start.shape[0]
     base = state[L_BASE]
     end = base + r_post.shape[0]
+    before = np.zeros(P, dtype=np.int64)  # each worker's posts of the segment ahead of the trigger
     written = 0
-    while state[L_HEAP] > 0:
-        t = heap_t[0]
-        w = heap_w[0]
-        completes = state[L_ACTIVE] == 1 and state[L_JOINED] == P - 1
-        if completes:
-            for i in range(P):
-                if iteration[i] + 1 < iterations and iteration[i] + 1 >= end:
-                    return NEED_ROWS, written
-        elif iteration[w] + 1 < iterations and iteration[w] + 1 >= end:
-            return NEED_ROWS, written
+    while True:
         if written == out_round.shape[0]:
             return OUT_FULL, written
-        state[L_HEAP] = _pop(heap_t, heap_w, state[L_HEAP])
-        n = iteration[w]
-        k = n - base
-        r_post[k, w] = t
-        r_done[k, w] = t
-        state[L_COUNT] += 1
         count = state[L_COUNT]
-        if state[L_ACTIVE] == 0 and state[L_ENDING] == 0 and (count % local_every == 0 or count % global_every == 0):
-            state[L_ACTIVE] = 1
-            state[L_JOINED] = 0
-            state[L_INITIATOR] = w
-            state[L_GLOBAL] = count % global_every == 0
-            t_trigger_state[0] = t
-        if n == iterations - 1:
-            state[L_ENDING] += 1
-        if state[L_ACTIVE] == 0:
-            iteration[w] = n + 1
-            if n + 1 < iterations:
-                r_start[k + 1, w] = t
-                state[L_HEAP] = _push(heap_t, heap_w, state[L_HEAP], t + compute[k + 1, w], w)
-            continue
-        state[L_JOINED] += 1
-        if state[L_JOINED] < P:
-            continue
-        # the last worker joined: the exchange starts now and releases everyone when it completes
+        target = min((count // local_every + 1) * local_every, (count // global_every + 1) * global_every)
+        status, w = _lsgd_trigger(
+            target - count, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations
+        )
+        if status != DONE:
+            return status, written
+        if w < 0:
+            break
+        # every worker's rows up to its join are carried by exchange m, which starts at the last join
         m = state[L_ROUND]
-        done = t + t_exchange
+        start = 0.0
         for i in range(P):
-            for j in range(unresolved[i], iteration[i] + 1):
-                r_round[j - base, i] = m
-                r_fresh[j - base, i] = True
-            kk = iteration[i] - base
-            r_done[kk, i] = done
-            unresolved[i] = iteration[i] + 1
-            iteration[i] += 1
-            if iteration[i] < iterations:
-                r_start[kk + 1, i] = done
-                state[L_HEAP] = _push(heap_t, heap_w, state[L_HEAP], done + compute[kk + 1, i], i)
+            start = max(start, r_post[iteration[i] + before[i] - base, i])
+        done = start + t_exchange
         out_round[written] = m
-        out_initiator[written] = state[L_INITIATOR]
-        out_trigger[written] = t_trigger_state[0]
+        out_initiator[written] = w
+        out_trigger[written] = r_post[iteration[w] + before[w] - base, w]
         out_done[written] = done
-        out_global[written] = state[L_GLOBAL]
+        out_global[written] = target % global_every == 0
         written += 1
+        for r in range(before.max() + 1):
+            for i in range(P):
+                if r <= before[i]:
+                    k = iteration[i] + r - base
+                    r_round[k, i] = m
+                    r_fresh[k, i] = True
+        for i in range(P):
+            r_done[iteration[i] + before[i] - base, i] = done
+            t_start[i] = done
+            iteration[i] += before[i] + 1
+            unresolved[i] = iteration[i]
         state[L_ROUND] = m + 1
-        state[L_ACTIVE] = 0
+        state[L_COUNT] = target + P - 1  # the trigger, then one join per other worker
+    # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
+    # only once some worker's last iteration was computed
+    _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, r_start, r_post, r_done)
     return DONE, written
+
+
+@njit(cache=True)
+def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations):
+    """The worker whose post triggers the segment's exchange: the ``posts``-th post since the segment started, in
+    the engine's order (time, then worker, then iteration); ``before[i]``: worker i's posts ahead of it (for the
+    initiator, those before the trigger). Returns (status, worker); worker -1 when no exchange comes: some worker
+    posts its last iteration ahead of the trigger, or fewer posts remain.
+
+    Each worker's posts are computed up to a horizon, about ``posts / P`` at first, doubled for the workers whose
+    horizon does not reach past the trigger found so far (which then moves only earlier), until all do.
+    """
+    P = t_start.shape[0]
+    if iteration.max() == iterations:  # a worker joined the last exchange with its last iteration
+        return DONE, -1
+    t = t_start.copy()  # each worker's last computed post
+    reach = iteration.copy()  # the posts are computed up to here (exclusive)
+    grow = np.minimum(iteration + posts // P + 2, iterations)
+    if grow.max() > end:
+        return NEED_ROWS, -1
+    while True:
+        _lsgd_steps(t, reach, grow, base, compute, r_start, r_post, r_done)
+        reach[:] = grow
+        w = _lsgd_select(posts, iteration, reach, r_post, base, before)
+        more = False
+        for i in range(P):
+            if i != w and reach[i] < iterations and (w < 0 or iteration[i] + before[i] == reach[i]):
+                grow[i] = min(reach[i] + max(reach[i] - iteration[i], 1), iterations, end)
+                if grow[i] == reach[i]:
+                    return NEED_ROWS, -1
+                more = True
+        if not more:
+            break
+    if w >= 0:
+        for i in range(P):
+            if i != w and iteration[i] + before[i] == reach[i]:  # it posted its last iteration ahead of the trigger
+                return DONE, -1
+    return DONE, w
+
+
+@njit(cache=True)
+def _lsgd_select(posts, iteration, reach, r_post, base, before):
+    """The worker of the ``posts``-th of the computed posts (rows [iteration, reach) of each worker) in (time,
+    worker, iteration) order, -1 when there are fewer; into ``before``, how many of each worker's come ahead of it.
+
+    A histogram of the times over equal buckets finds the bucket that holds that post; only that bucket's posts are
+    then partitioned (the bucket of a time is monotone in it, so every post of a lower bucket is earlier).
+    """
+    P = iteration.shape[0]
+    if (reach - iteration).sum() < posts:
+        return -1
+    depth = (reach - iteration).max()
+    lo, hi = np.inf, -np.inf  # each worker's posts are in time order
+    for i in range(P):
+        if reach[i] > iteration[i]:
+            lo = min(lo, r_post[iteration[i] - base, i])
+            hi = max(hi, r_post[reach[i] - 1 - base, i])
+    scale = (_BUCKETS - 1) / (hi - lo) if hi > lo else 0.0
+    if not np.isfinite(scale):  # a spread of subnormal size: one bucket
+        scale = 0.0
+    histogram = np.zeros(_BUCKETS, dtype=np.int64)
+    current, run = 0, 0  # runs of one bucket are counted apart: ties make long ones
+    for r in range(depth):
+        for i in range(P):
+            if iteration[i] + r < reach[i]:
+                k = min(int((r_post[iteration[i] + r - base, i] - lo) * scale), _BUCKETS - 1)
+                if k != current:
+                    histogram[current] += run
+                    current, run = k, 0
+                run += 1
+    histogram[current] += run
+    b, rank = 0, posts  # the bucket of the trigger, and the trigger's rank among that bucket's posts
+    while rank > histogram[b]:
+        rank -= histogram[b]
+        b += 1
+    times, workers = np.empty(histogram[b]), np.empty(histogram[b], dtype=np.int64)
+    j = 0
+    before[:] = 0
+    for r in range(depth):
+        for i in range(P):
+            if iteration[i] + r < reach[i]:
+                t = r_post[iteration[i] + r - base, i]
+                k = min(int((t - lo) * scale), _BUCKETS - 1)
+                if k < b:
+                    before[i] += 1
+                elif k == b:
+                    times[j], workers[j] = t, i
+                    j += 1
+    v = times.min()
+    if v < times.max():  # (a bucket of one instant, as ties make, needs no partition)
+        v = np.partition(times, rank - 1)[rank - 1]
+    # the posts before instant v come first, then those at v by worker (a worker's own by iteration)
+    equal = np.zeros(P, dtype=np.int64)
+    for j in range(times.shape[0]):
+        if times[j] < v:
+            before[workers[j]] += 1
+            rank -= 1
+        elif times[j] == v:
+            equal[workers[j]] += 1
+    w = 0
+    while rank > equal[w]:
+        rank -= equal[w]
+        before[w] += equal[w]
+        w += 1
+    before[w] += rank - 1
+    return w
+
+
+@njit(cache=True)
+def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done):
+    """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post; t[i] ends
+    as the last post's time. Row by row across the workers, for locality."""
+    for r in range((last - first).max()):
+        for i in range(t.shape[0]):
+            if first[i] + r < last[i]:
+                k = first[i] + r - base
+                x = t[i]
+                r_start[k, i] = x
+                x += compute[k, i]
+                r_post[k, i] = x
+                r_done[k, i] = x
+                t[i] = x
