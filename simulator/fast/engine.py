@@ -88,7 +88,8 @@ class _Window:
         for new, old in zip(
             (self.start, self.post, self.done, self.round, self.fresh, self.times), buffers, strict=True
         ):
-            new[:keep] = old[shift:].copy() if shift else old
+            # one flat move: numpy would copy overlapping rows through a temporary
+            new.reshape(-1)[: keep * self.workers] = old.reshape(-1)[shift * self.workers :]
         if shift:
             self.round[keep:] = -1
             self.fresh[keep:] = False

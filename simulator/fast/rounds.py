@@ -168,8 +168,9 @@ def round_kernel(
         sync = is_sync[m]
         initiator = -1 if sync else fixed_initiator[m]
         pick = initiator < 0
+        _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
         for i in range(P):
-            t = _local_steps(i, t_start[i], first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
+            t = t_start[i]
             r_start[k, i] = t
             t = t + compute[k, i]
             r_post[k, i] = t
@@ -231,26 +232,27 @@ def round_kernel(
 
 
 @njit(cache=True)
-def _local_steps(i, t, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
-    """Worker i's iterations [first, last) as local steps from time t, released at once; returns the end time."""
+def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
+    """Every worker's iterations [first, last) as local steps from ``t_start[i]``, released at once; ``t_start[i]``
+    ends as the last one's end. Row by row across the workers: a worker's column of rows is far apart in memory."""
+    fresh = carried_by >= 0
     for n in range(first, last):
         k = n - base
-        r_start[k, i] = t
-        t = t + compute[k, i]
-        r_post[k, i] = t
-        r_done[k, i] = t
-        r_round[k, i] = carried_by
-        r_fresh[k, i] = carried_by >= 0
-    return t
+        for i in range(t_start.shape[0]):
+            t = t_start[i]
+            r_start[k, i] = t
+            t = t + compute[k, i]
+            r_post[k, i] = t
+            r_done[k, i] = t
+            r_round[k, i] = carried_by
+            r_fresh[k, i] = fresh
+            t_start[i] = t
 
 
 @njit(cache=True)
 def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
-    for i in range(t_start.shape[0]):
-        t_start[i] = _local_steps(
-            i, t_start[i], first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1
-        )
+    _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1)
 
 
 def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarray:
