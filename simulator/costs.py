@@ -1,13 +1,14 @@
 """The cost seam: one object says what communication costs, and the engines, the convergence replay and real runs
-all receive it instead of building their own. ``cost_model(scenario)`` makes it from the scenario's ``[network]``;
-the formulas of :mod:`.network` are its implementation (a table of measured times can be another: it needs only the
-methods of :class:`CostModel`)."""
+all receive it instead of building their own. ``cost_model(scenario)`` makes it from the scenario's ``[network]``:
+the formulas of :mod:`.network`, or, with ``network.table``, the measured times of :mod:`.measured`. Another model
+needs only the methods of :class:`CostModel`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from stragglerlab.simulator.measured import MeasuredModel, read_table
 from stragglerlab.simulator.network import NetworkModel
 
 if TYPE_CHECKING:
@@ -19,7 +20,12 @@ class CostModel(Protocol):
 
     def collective(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> float:
         """The data exchange of a round of ``kind`` (a ``rounds`` table kind: sync, async, group, average, leader)
-        moving ``nbytes`` per rank among ``ranks`` (the ranks, or a count meaning ranks 0 .. count − 1)."""
+        moving ``nbytes`` per rank among ``ranks`` (the ranks, or a count meaning ranks 0 .. count − 1), with the
+        per-round software overhead."""
+        ...
+
+    def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
+        """The data exchanges of rounds that run at the same time, one per group of ranks."""
         ...
 
     def activation(self, p: int) -> float:
@@ -30,11 +36,15 @@ class CostModel(Protocol):
         """One message of ``n`` bytes (between two ranks of one node when ``intra``)."""
         ...
 
-    def describe(self, p: int, n: float) -> dict[str, float]:
+    def describe(self, p: int, n: float) -> dict[str, float | str]:
         """Figures a run records in its ``meta.json`` for messages of ``n`` bytes among ``p`` ranks."""
         ...
 
 
 def cost_model(scenario: Scenario) -> CostModel:
     """The cost model of a scenario."""
-    return NetworkModel.of(scenario)
+    formulas = NetworkModel.of(scenario)
+    table = scenario.network.table
+    if table is None:
+        return formulas
+    return MeasuredModel(formulas, read_table(table), table.name)

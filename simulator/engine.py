@@ -97,6 +97,7 @@ class Engine:
     def __init__(self, scenario: Scenario, sink: Sink, progress: Callable[[int], None] | None = None):
         self.workers = scenario.workers
         self.iterations = scenario.iterations
+        self.update = scenario.workload.update  # the optimizer step between an iteration's release and the next
         self.env = simpy.Environment()
         self.sink = sink
         self.progress = progress
@@ -133,9 +134,9 @@ class Engine:
         return float(block[n - b * _BLOCK, i])
 
     def _start(self, i: int, n: int) -> Call:
-        """Worker ``i`` starts iteration ``n`` now."""
+        """Worker ``i`` starts iteration ``n``: now for the first, after its update for the others."""
         self._iteration[i] = n
-        call = Call(i, n, self.env.now, self.applied[i])
+        call = Call(i, n, self.env.now + self.update if n else self.env.now, self.applied[i])
         self._open[i].append(call)
         return call
 
@@ -143,6 +144,8 @@ class Engine:
         env = self.env
         call: Call | None = self._start(i, 0)
         while call is not None:
+            if call.t_start > env.now:
+                yield env.timeout(self.update)
             yield env.timeout(self.compute_time(call.iteration, i))
             call.t_post = env.now
             call.done = env.event()

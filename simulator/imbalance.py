@@ -91,11 +91,15 @@ class ComputeTimes:
         return out
 
     def slow_workers(self, n: int) -> np.ndarray:
-        """Workers delayed at iteration ``n`` by random-delay imbalance (sorted; empty for other kinds)."""
+        """Workers delayed at iteration ``n`` by random-delay imbalance (sorted; empty for other kinds). ``draw =
+        count``: a count k uniform in [min, max], then k distinct workers; ``independent``: max independent uniform
+        draws with replacement, each drawn worker delayed once (as the released eager-SGD code meant to)."""
         if self.imbalance.kind != "random-delay":
             return np.empty(0, dtype=np.int64)
         lo, hi = self.imbalance.slow
         rng = _stream(self.seed, n, _SLOW)
+        if self.imbalance.draw == "independent":
+            return np.unique(rng.integers(0, self.workers, size=hi))
         k = int(rng.integers(lo, hi + 1))
         return np.sort(rng.choice(self.workers, size=k, replace=False))
 

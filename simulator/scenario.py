@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stragglerlab.simulator import algorithms
+from stragglerlab.simulator import algorithms, network
 from stragglerlab.simulator.imbalance import read_trace
 from stragglerlab.simulator.keys import (
     ANY_STR,
@@ -32,9 +32,10 @@ from stragglerlab.simulator.keys import (
     number,
     one_of,
 )
+from stragglerlab.simulator.measured import read_table
 
 ALGORITHMS = algorithms.names()
-ALLREDUCE = ("ring", "recursive-doubling", "rabenseifner", "tree")
+ALLREDUCE = (*network.ALGORITHMS, "auto")
 DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
 IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
@@ -89,6 +90,8 @@ class Network:
     allreduce: str = key("ring", one_of(ALLREDUCE))
     intra_alpha: float | None = key(None, NONNEG)  # None: same as alpha
     intra_beta: float | None = key(None, NONNEG)  # None: same as beta
+    overhead: float = key(0.0, NONNEG)  # seconds of software cost of every round
+    table: Path | None = key(None, Check(str, lambda v: bool(v), "a .csv file of measured rounds", path=True))
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,9 @@ class Workload:
     classes: int = key(10, Check(int, lambda v: v >= 2, "an integer >= 2"))
     hidden: tuple[int, ...] = key((64,), HIDDEN)  # mlp
     test_fraction: float = key(0.2, number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
+    update: float = key(0.0, NONNEG)  # seconds of the optimizer step after each iteration
+    buckets: int = key(1, POSITIVE_INT)  # sync: gradient buckets all-reduced while backward runs
+    backward: float = key(2 / 3, number(lambda v: 0 < v <= 1, "a number in (0, 1]"))  # share of compute
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,7 @@ class Imbalance:
     )
     delay: float = key(0.32, NONNEG)
     mode: str = key("sleep", one_of(("sleep", "work")))
+    draw: str = key("count", one_of(("count", "independent")))
     factors: Mapping[int, float] = key(
         None,
         Check(dict, lambda v: _factor_table(v) is not None, "a table of worker = factor, factors > 0", _factor_table),
@@ -362,6 +369,8 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         if im.file is None:
             raise origins.fail("imbalance.file", None, "given for kind = trace")
         read_trace(im.file, P, origins.of("imbalance.file").label)
+    if s.network.table is not None:
+        read_table(s.network.table, origins.of("network.table").label)
 
 
 def to_dict(s: Any) -> dict[str, Any]:

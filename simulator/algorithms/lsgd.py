@@ -54,6 +54,7 @@ class LsgdRules:
         self.t_exchange = costs.collective("leader", message_bytes(scenario), self.P)
         self.pull, self.global_pull = a.pull, a.global_pull
         self.workers_per_node = scenario.cluster.workers_per_node
+        self.update = scenario.workload.update  # the optimizer step after each iteration
 
     def trigger(self, count: int) -> str | None:
         """The exchange that the ``count``-th post over all workers triggers: ``global`` (which also does the local
@@ -185,7 +186,7 @@ def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:
         status, written = lsgd_kernel(
             state, t_start, iteration, unresolved,
             window.times, window.start, window.post, window.done, window.round, window.fresh,
-            N, rules.local_every, rules.global_every, rules.t_exchange,
+            N, rules.local_every, rules.global_every, rules.t_exchange, rules.update,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], is_global,
         )  # fmt: skip
         out["contributors"][:written] = P
@@ -218,6 +219,7 @@ def lsgd_kernel(
     local_every,
     global_every,
     t_exchange,
+    update,
     out_round,
     out_initiator,
     out_trigger,
@@ -243,7 +245,7 @@ def lsgd_kernel(
         count = state[L_COUNT]
         target = min((count // local_every + 1) * local_every, (count // global_every + 1) * global_every)
         status, w = _lsgd_trigger(
-            target - count, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations
+            target - count, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations, update
         )
         if status != DONE:
             return status, written
@@ -269,19 +271,19 @@ def lsgd_kernel(
                     r_fresh[k, i] = True
         for i in range(P):
             r_done[iteration[i] + before[i] - base, i] = done
-            t_start[i] = done
+            t_start[i] = done + update
             iteration[i] += before[i] + 1
             unresolved[i] = iteration[i]
         state[L_ROUND] = m + 1
         state[L_COUNT] = target + P - 1  # the trigger, then one join per other worker
     # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
     # only once some worker's last iteration was computed
-    _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, r_start, r_post, r_done)
+    _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, r_start, r_post, r_done, update)
     return DONE, written
 
 
 @njit(cache=True)
-def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations):
+def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations, update):
     """The worker whose post triggers the segment's exchange: the ``posts``-th post since the segment started, in
     the engine's order (time, then worker, then iteration); ``before[i]``: worker i's posts ahead of it (for the
     initiator, those before the trigger). Returns (status, worker); worker -1 when no exchange comes: some worker
@@ -293,13 +295,13 @@ def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r
     P = t_start.shape[0]
     if iteration.max() == iterations:  # a worker joined the last exchange with its last iteration
         return DONE, -1
-    t = t_start.copy()  # each worker's last computed post
+    t = t_start.copy()  # each worker's next start (its last computed post, plus the update)
     reach = iteration.copy()  # the posts are computed up to here (exclusive)
     grow = np.minimum(iteration + posts // P + 2, iterations)
     if grow.max() > end:
         return NEED_ROWS, -1
     while True:
-        _lsgd_steps(t, reach, grow, base, compute, r_start, r_post, r_done)
+        _lsgd_steps(t, reach, grow, base, compute, r_start, r_post, r_done, update)
         reach[:] = grow
         w = _lsgd_select(posts, iteration, reach, r_post, base, before)
         more = False
@@ -387,9 +389,9 @@ def _lsgd_select(posts, iteration, reach, r_post, base, before):
 
 
 @njit(cache=True)
-def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done):
+def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done, update):
     """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post; t[i] ends
-    as the last post's time. Row by row across the workers, for locality."""
+    as the next start (the last post's time plus the update). Row by row across the workers, for locality."""
     for r in range((last - first).max()):
         for i in range(t.shape[0]):
             if first[i] + r < last[i]:
@@ -399,7 +401,7 @@ def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done):
                 x += compute[k, i]
                 r_post[k, i] = x
                 r_done[k, i] = x
-                t[i] = x
+                t[i] = x + update
 
 
 RECORD = Algorithm(

@@ -44,6 +44,8 @@ class RoundRules:
     late = ACCUMULATE
     divide_by = "workers"  # gradient algorithms: a round's sum is divided by P (or by the gradients summed)
     sync_period = 0  # every sync_period-th round is synchronous (0: never)
+    # the exchange of a synchronous round in gradient buckets overlapped with backward (sync only; 1: no overlap)
+    buckets, backward, t_bucket = 1, 1.0, 0.0
 
     def __init__(self, scenario: Scenario, costs: CostModel, stride: int = 1):
         self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
@@ -51,6 +53,7 @@ class RoundRules:
         self.stride = stride  # iterations per call: only every stride-th iteration calls the collective
         self.total = self.N // stride  # rounds
         self.t_act = costs.activation(self.P)
+        self.update = scenario.workload.update  # the optimizer step after each iteration
         self.costs = costs
         self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
 
@@ -73,6 +76,11 @@ class RoundRules:
     def exchange_time(self, m: int) -> float:
         """Seconds of round ``m``'s data exchange."""
         return self._global[self.kind(m)]
+
+    def done(self, m: int, x: float, calls: list[Call]) -> float:
+        """When round ``m`` completes, its exchange starting at ``x`` with ``calls`` (every worker's, for a
+        synchronous round)."""
+        return x + self.exchange_time(m)
 
     def group(self, m: int) -> int:
         """The ``group`` column of round ``m``: -1 when it spans every worker."""
@@ -203,7 +211,7 @@ class RoundProcess:
         rules, now = self.rules, self.engine.now
         r.initiator, r.t_trigger = worker, now
         r.t_start = now if rules.synchronous(r.index) else now + rules.t_act
-        r.t_done = r.t_start + rules.exchange_time(r.index)
+        r.t_done = rules.done(r.index, r.t_start, r.waiting)
         self.engine.after(r.t_done - now, lambda: self.complete(r))
 
     def complete(self, r: Round) -> None:

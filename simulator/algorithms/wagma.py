@@ -62,8 +62,9 @@ def phase_groups(phase: int, workers: int, group_size: int) -> list[list[int]]:
 
 
 class WagmaRules(RoundRules):
-    """Group rounds activated by the first post; a late worker's last deposit stands in for it; every group of a
-    phase completes with the phase's slowest group."""
+    """Group rounds activated by the first post; a late worker's last deposit stands in for it; the groups of a
+    phase run at the same time (sharing the inter-node links of the nodes they span) and every one completes with
+    the phase's slowest."""
 
     sync_kind = "average"
     async_kind = "group"
@@ -74,9 +75,9 @@ class WagmaRules(RoundRules):
         self.sync_period = scenario.algorithm.sync_period
         self.group_size = S = scenario.algorithm.group_size
         self.phases = phase_count(self.P, S)
+        # the groups of a phase run at the same time, sharing the nodes' links; all complete with the slowest
         self.t_phase = [
-            max(costs.collective(self.async_kind, self.nbytes, g) for g in phase_groups(s, self.P, S))
-            for s in range(self.phases)
+            max(costs.concurrent(self.async_kind, self.nbytes, phase_groups(s, self.P, S))) for s in range(self.phases)
         ]
 
     def exchange_time(self, m: int) -> float:

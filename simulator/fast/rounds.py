@@ -69,6 +69,10 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             rules.t_act,
             stride,
             LATE[rules.late],
+            rules.update,
+            rules.buckets,
+            rules.backward,
+            rules.t_bucket,
             out["round"],
             out["initiator"],
             out["t_trigger"],
@@ -107,6 +111,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             total * stride,
             N,
             window.base,
+            rules.update,
         )
     fast.flush(window, N, version)
 
@@ -132,6 +137,10 @@ def round_kernel(
     t_act,
     stride,
     late_mode,
+    update,
+    buckets,
+    backward,
+    t_bucket,
     out_round,
     out_initiator,
     out_trigger,
@@ -168,7 +177,7 @@ def round_kernel(
         sync = is_sync[m]
         initiator = -1 if sync else fixed_initiator[m]
         pick = initiator < 0
-        _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m)
+        _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m, update)
         for i in range(P):
             t = t_start[i]
             r_start[k, i] = t
@@ -181,7 +190,9 @@ def round_kernel(
         posts = r_post[k]
         t_trigger = posts[initiator]
         x = t_trigger if sync else t_trigger + t_act
-        done = x + t_exchange[m]
+        done = (
+            bucketed_end(r_start[k], posts, buckets, backward, t_bucket) if sync and buckets > 1 else x + t_exchange[m]
+        )
         contributors = 0
         fresh_count = 0
         for i in range(P):
@@ -204,12 +215,12 @@ def round_kernel(
                 r_round[k, i] = m
                 r_fresh[k, i] = True
                 r_done[k, i] = done
-                t_start[i] = done
+                t_start[i] = done + update
             else:
                 r_round[k, i] = -1
                 r_fresh[k, i] = False
                 r_done[k, i] = max(posts[i], done)
-                t_start[i] = r_done[k, i]
+                t_start[i] = r_done[k, i] + update
                 if late_mode != DROP:
                     slot = (pend_head[i] + pend_len[i]) % R
                     pend_n[i, slot] = call
@@ -232,9 +243,10 @@ def round_kernel(
 
 
 @njit(cache=True)
-def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by):
+def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by, update):
     """Every worker's iterations [first, last) as local steps from ``t_start[i]``, released at once; ``t_start[i]``
-    ends as the last one's end. Row by row across the workers: a worker's column of rows is far apart in memory."""
+    ends as the start of the next one (the last one's end plus the update). Row by row across the workers: a
+    worker's column of rows is far apart in memory."""
     fresh = carried_by >= 0
     for n in range(first, last):
         k = n - base
@@ -246,13 +258,30 @@ def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r
             r_done[k, i] = t
             r_round[k, i] = carried_by
             r_fresh[k, i] = fresh
-            t_start[i] = t
+            t_start[i] = t + update
 
 
 @njit(cache=True)
-def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base):
+def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base, update):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
-    _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1)
+    _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1, update)
+
+
+@njit(cache=True)
+def bucketed_end(starts, posts, buckets, backward, t_bucket):
+    """When the last of ``buckets`` gradient buckets of a synchronous round is all-reduced: bucket b of worker i is
+    ready at start + c·(1 − f) + c·f·(b + 1)/B (c = post − start, f = ``backward``, the share of the compute that is
+    backward; the last bucket is ready at the post itself), its allreduce starts when every worker has it ready and
+    the previous bucket's is done (one stream), and takes ``t_bucket``."""
+    end = -np.inf
+    for b in range(buckets):
+        ready = -np.inf
+        for i in range(starts.shape[0]):
+            c = posts[i] - starts[i]
+            at = posts[i] if b == buckets - 1 else starts[i] + c * (1 - backward) + c * backward * (b + 1) / buckets
+            ready = max(ready, at)
+        end = max(ready, end) + t_bucket
+    return end
 
 
 def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarray:

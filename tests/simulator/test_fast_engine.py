@@ -46,8 +46,12 @@ def scenarios(draw):
         "cluster.workers_per_node": draw(st.integers(1, workers)),
         "network.alpha": draw(st.sampled_from([0.0, 1e-6, 1e-3])),
         "network.beta": draw(st.sampled_from([0.0, 1e-10, 1e-8])),
-        "network.allreduce": draw(st.sampled_from(["ring", "recursive-doubling", "rabenseifner", "tree"])),
+        "network.allreduce": draw(st.sampled_from(["ring", "recursive-doubling", "rabenseifner", "tree", "auto"])),
+        "network.overhead": draw(st.sampled_from([0.0, 1e-5, 0.01])),
         "workload.params": draw(st.integers(1, 10**7)),
+        "workload.update": draw(st.sampled_from([0.0, 1e-3, 0.05])),
+        "workload.buckets": draw(st.integers(1, 6)),
+        "workload.backward": draw(st.floats(0.1, 1.0)),
         "workload.compute": draw(compute_models),
         "algorithm.name": draw(st.sampled_from(ALGORITHMS)),
         "algorithm.sync_period": draw(st.integers(0, 9)),
@@ -62,6 +66,7 @@ def scenarios(draw):
         lo = draw(st.integers(0, workers))
         keys["imbalance.slow"] = [lo, draw(st.integers(lo, workers))]
         keys["imbalance.delay"] = draw(st.floats(0.0, 3.0))
+        keys["imbalance.draw"] = draw(st.sampled_from(["count", "independent"]))
     elif imbalance == "persistent":
         keys["imbalance.factors"] = {str(draw(st.integers(0, workers - 1))): draw(st.floats(0.2, 10.0))}
     return scenario(**keys)

@@ -1,0 +1,96 @@
+"""Measured collective times: the second implementation of the cost seam (:class:`~.costs.CostModel`).
+
+``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds
+kind: ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no
+rows of its own), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated linearly in
+log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not measured,
+or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas. The
+activation token, point-to-point messages and the lower bound still come from ``[network]``'s alpha and beta, and so
+does the contention between concurrent rounds: a table measured through the real harness already holds the
+contention its measurements met.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.network import NetworkModel, Ranks
+
+COLUMNS = ("kind", "ranks", "bytes", "seconds")
+ANY_KIND = "allreduce"
+
+
+def read_table(path: Path, origin: str = "network.table") -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """(kind, ranks) -> (sorted bytes, seconds) of a measured table; every flaw is a one-line error."""
+    where = f"{origin}: network.table = {path}"
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames is None or not set(COLUMNS) <= set(reader.fieldnames):
+                raise ScenarioError(f"{where}: needs the columns {', '.join(COLUMNS)}")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ScenarioError(f"{where}: cannot read it as comma-separated values ({err})") from None
+    measured: dict[tuple[str, int], dict[float, float]] = {}
+    for line, row in enumerate(rows, start=2):
+        try:
+            kind, ranks = row["kind"].strip(), int(row["ranks"])
+            size, seconds = float(row["bytes"]), float(row["seconds"])
+        except (ValueError, AttributeError):
+            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds)") from None
+        if not kind or ranks < 1 or not (size > 0 and seconds > 0 and math.isfinite(size) and math.isfinite(seconds)):
+            raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
+        measured.setdefault((kind, ranks), {})[size] = seconds
+    if not measured:
+        raise ScenarioError(f"{where}: has no measurements")
+    return {key: (np.array(sorted(v)), np.array([v[b] for b in sorted(v)])) for key, v in measured.items()}
+
+
+@dataclass(frozen=True)
+class MeasuredModel:
+    """Exchange times from a measured table; everything else from the formulas of ``formulas``."""
+
+    formulas: NetworkModel
+    table: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
+    name: str  # the table's file, for messages
+
+    def collective(self, kind: str, nbytes: float, ranks: Ranks) -> float:
+        p = ranks if isinstance(ranks, int) else len(ranks)
+        if p <= 1:
+            return 0.0
+        key = (kind, p) if (kind, p) in self.table else (ANY_KIND, p)
+        if key not in self.table:
+            counts = sorted({r for k, r in self.table if k in (kind, ANY_KIND)})
+            raise ScenarioError(
+                f"network.table = {self.name}: no {kind} rounds measured over {p} ranks (measured: "
+                f"{', '.join(map(str, counts)) or 'none of this kind'})"
+            )
+        sizes, seconds = self.table[key]
+        if not sizes[0] <= nbytes <= sizes[-1]:
+            raise ScenarioError(
+                f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {key[0]} "
+                f"rounds measured over {p} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes)"
+            )
+        if len(sizes) == 1:
+            return float(seconds[0]) + self.formulas.overhead
+        interpolated = np.interp(math.log(nbytes), np.log(sizes), np.log(seconds))
+        return float(math.exp(interpolated)) + self.formulas.overhead
+
+    def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
+        return [self.collective(kind, nbytes, g) for g in groups]
+
+    def activation(self, p: int) -> float:
+        return self.formulas.activation(p)
+
+    def p2p(self, n: float, intra: bool = False) -> float:
+        return self.formulas.p2p(n, intra)
+
+    def describe(self, p: int, n: float) -> dict[str, float | str]:
+        return {**self.formulas.describe(p, n), "table": self.name}

@@ -1,0 +1,251 @@
+"""The cost model against closed forms written here, step by step as each algorithm sends its messages (not calls
+into the formulas' module): every allreduce at P = 2 … 9 and with nodes, auto, the measured table, contention,
+overhead; and what the engines do with it: bucketed sync on a trace, the update gaps, the independent draw."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.scenario import load
+from tests.helpers import run_tables, scenario
+
+A, B, G = 3e-6, 2e-9, 5e-10  # alpha, beta, gamma
+IA, IB = 4e-7, 1e-10  # intra-node
+N = 1e6  # bytes
+
+
+def steps(algorithm: str, p: int, n: float, a: float, b: float, g: float) -> float:
+    """One allreduce of n bytes over p ranks on uniform links, counted the way each algorithm proceeds."""
+    if p == 1:
+        return 0.0
+    low = 1 << (p.bit_length() - 1)  # the largest power of two <= p
+    folded = p != low  # ranks beyond it fold into partners first and get the result back last
+    if algorithm == "ring":  # p - 1 reduce-scatter steps of n/p, p - 1 allgather steps of n/p
+        return (p - 1) * (a + n / p * b + n / p * g) + (p - 1) * (a + n / p * b)
+    if algorithm == "recursive-doubling":  # log2 steps of the whole vector (+ fold in, fold out)
+        rounds = int(math.log2(low))
+        exchange = rounds * (a + n * b + n * g)
+        return exchange + ((a + n * b + n * g) + (a + n * b) if folded else 0.0)
+    if algorithm == "rabenseifner":  # recursive halving then doubling among the power of two (+ fold in, out)
+        rounds = int(math.log2(low))
+        halving = sum(a + n / 2**k * b + n / 2**k * g for k in range(1, rounds + 1))
+        doubling = sum(a + n / 2**k * b for k in range(1, rounds + 1))
+        return halving + doubling + ((a + n * b + n * g) + (a + n * b) if folded else 0.0)
+    if algorithm == "tree":  # a binomial reduce up, a binomial broadcast down: ⌈log2 p⌉ levels each
+        levels = math.ceil(math.log2(p))
+        return levels * (a + n * b + n * g) + levels * (a + n * b)
+    raise AssertionError(algorithm)
+
+
+def two_level(algorithm: str, nodes: int, k: int, n: float, beta: float = B) -> float:
+    """Ring reduce-scatter in each node of k ranks, the algorithm across nodes on n/k bytes, ring allgather."""
+    scatter = (k - 1) * (IA + n / k * IB + n / k * G)
+    gather = (k - 1) * (IA + n / k * IB)
+    return scatter + steps(algorithm, nodes, n / k, A, beta, G) + gather
+
+
+def costs(**keys):
+    base = {
+        "network.alpha": A,
+        "network.beta": B,
+        "network.gamma": G,
+        "network.intra_alpha": IA,
+        "network.intra_beta": IB,
+    }
+    return cost_model(scenario(**{**base, **keys}))
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "recursive-doubling", "rabenseifner", "tree"])
+@pytest.mark.parametrize("p", range(2, 10))
+def test_every_allreduce_at_any_rank_count(algorithm, p):
+    model = costs(**{"cluster.workers": p, "network.allreduce": algorithm})
+    assert model.collective("sync", N, p) == pytest.approx(steps(algorithm, p, N, A, B, G), rel=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "recursive-doubling", "rabenseifner", "tree"])
+@pytest.mark.parametrize(("p", "k"), [(8, 2), (12, 4), (9, 3), (16, 8)])
+def test_nodes_reduce_in_two_levels(algorithm, p, k):
+    model = costs(**{"cluster.workers": p, "cluster.workers_per_node": k, "network.allreduce": algorithm})
+    assert model.collective("sync", N, p) == pytest.approx(two_level(algorithm, p // k, k, N), rel=1e-12)
+    # a set inside one node: the algorithm over the intra links
+    inside = model.collective("group", N, list(range(k)))
+    assert inside == pytest.approx(steps(algorithm, k, N, IA, IB, G), rel=1e-12)
+    # one rank on each node: the algorithm over the inter-node links on the whole vector
+    across = list(range(0, p, k))
+    assert model.collective("group", N, across) == pytest.approx(steps(algorithm, len(across), N, A, B, G), rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [2, 3, 5, 8, 24])
+@pytest.mark.parametrize("n", [8.0, 4096.0, 1e8])
+def test_auto_takes_the_fastest_of_the_four(p, n):
+    model = costs(**{"cluster.workers": p, "network.allreduce": "auto"})
+    best = min(steps(a, p, n, A, B, G) for a in ("ring", "recursive-doubling", "rabenseifner", "tree"))
+    assert model.collective("sync", n, p) == pytest.approx(best, rel=1e-12)
+    picked = model.describe(p, n)["algorithm"]
+    assert steps(picked, p, n, A, B, G) == pytest.approx(best, rel=1e-12)
+
+
+def test_overhead_is_added_to_every_exchange_and_not_to_the_token():
+    plain, slow = costs(**{"cluster.workers": 6}), costs(**{"cluster.workers": 6, "network.overhead": 0.002})
+    assert slow.collective("async", N, 6) == pytest.approx(plain.collective("async", N, 6) + 0.002, rel=1e-12)
+    assert slow.activation(6) == plain.activation(6) == pytest.approx(3 * A)
+
+
+def test_the_lower_bound_uses_the_links_of_the_set():
+    model = costs(**{"cluster.workers": 8, "cluster.workers_per_node": 4})
+    assert model.lower_bound([0, 1, 2, 3], N) == pytest.approx(2 * IA + 2 * 3 / 4 * N * IB)
+    assert model.lower_bound(8, N) == pytest.approx(3 * A + 2 * 7 / 8 * N * B)
+
+
+def test_wagma_groups_that_cross_nodes_share_their_links(tmp_path):
+    # 8 workers in 2 nodes of 4, groups of 2: phase 0 pairs (0,1) (2,3) ... inside nodes; phase 1 pairs (0,2) (1,3)
+    # ... inside nodes; phase 2 pairs (0,4) (1,5) (2,6) (3,7) cross: 4 of them on each node, each gets 1/4 of it
+    s = scenario(
+        **{
+            "cluster.workers": 8,
+            "cluster.workers_per_node": 4,
+            "algorithm.name": "wagma",
+            "algorithm.group_size": 2,
+            "algorithm.sync_period": 0,
+            "network.alpha": A,
+            "network.beta": B,
+            "network.gamma": G,
+            "network.intra_alpha": IA,
+            "network.intra_beta": IB,
+            "workload.params": int(N / 4),
+        }
+    )
+    _, rounds = run_tables(s)
+    exchange = (rounds["t_done"] - rounds["t_trigger"] - 3 * A).to_numpy()  # minus the token over 8 ranks
+    by_hand = {
+        0: steps("ring", 2, N, IA, IB, G),
+        1: steps("ring", 2, N, IA, IB, G),
+        2: steps("ring", 2, N, A, 4 * B, G),
+    }
+    assert np.allclose(exchange, [by_hand[g] for g in rounds["group"]], rtol=1e-9)
+
+
+def write_table(path, rows):
+    pd.DataFrame(rows, columns=["kind", "ranks", "bytes", "seconds"]).to_csv(path, index=False)
+    return path
+
+
+def test_a_measured_table_at_and_between_its_points(tmp_path):
+    table = write_table(
+        tmp_path / "costs.csv",
+        [("sync", 4, 1000, 1e-4), ("sync", 4, 100_000, 1e-2), ("allreduce", 4, 10, 5e-5), ("allreduce", 4, 1e6, 0.5)],
+    )
+    model = costs(**{"cluster.workers": 4, "network.table": str(table), "network.overhead": 1e-3})
+    assert model.collective("sync", 1000, 4) == pytest.approx(1e-4 + 1e-3)
+    # halfway in log(bytes) between 1e3 and 1e5 is 1e4: halfway in log(seconds) is 1e-3
+    assert model.collective("sync", 1e4, 4) == pytest.approx(1e-3 + 1e-3)
+    # kinds without rows of their own take the allreduce rows
+    assert model.collective("group", 1000, [0, 1, 2, 3]) == pytest.approx(5e-5 * 1e4 ** (2 / 5) + 1e-3)
+    for nbytes, ranks, says in (
+        (10, 4, "outside the sync rounds measured over 4 ranks"),
+        (1e6, 4, "outside"),
+        (1000, 3, "no sync rounds measured over 3 ranks"),
+    ):
+        with pytest.raises(ScenarioError, match=says):
+            model.collective("sync", nbytes, ranks)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("kind,ranks,bytes\nsync,2,10\n", "needs the columns"),
+        ("kind,ranks,bytes,seconds\nsync,two,10,1\n", "line 2 is not"),
+        ("kind,ranks,bytes,seconds\nsync,2,10,-1\n", "line 2: ranks must"),
+        ("kind,ranks,bytes,seconds\n", "has no measurements"),
+    ],
+)
+def test_a_bad_table_is_a_one_line_error_when_the_scenario_loads(tmp_path, monkeypatch, text, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "costs.csv").write_text(text)
+    with pytest.raises(ScenarioError, match=says) as err:
+        load(text='network.table = "costs.csv"\n[cluster]\nworkers = 2\n', name="s", overrides=[])
+    assert "\n" not in str(err.value)
+
+
+def test_bucketed_sync_on_a_trace(tmp_path):
+    # 2 workers, 2 iterations; compute 1.0 and 3.0 s, then 2.0 and 1.0; 4 buckets, backward 0.5 of the compute
+    np.save(tmp_path / "c.npy", np.array([[1.0, 3.0], [2.0, 1.0]]))
+    s = scenario(
+        **{
+            "iterations": 2,
+            "cluster.workers": 2,
+            "algorithm.name": "sync",
+            "network.alpha": 0.1,
+            "network.beta": 0.0,
+            "workload.buckets": 4,
+            "workload.backward": 0.5,
+            "imbalance.kind": "trace",
+            "imbalance.file": str(tmp_path / "c.npy"),
+        }
+    )
+    t = 2 * 0.1  # a ring over 2 ranks: 2 steps of alpha, whatever the bucket's bytes
+    it, rounds = run_tables(s)
+    # iteration 0: bucket b of the worker computing 3.0 is ready at 1.5 + 0.375 (b + 1): 1.875, 2.25, 2.625, 3.0;
+    # the other's are earlier, so each bucket starts when the slow one has it or the previous is done
+    end = 0.0
+    for ready in (1.875, 2.25, 2.625, 3.0):
+        end = max(ready, end) + t
+    assert rounds["t_done"].iloc[0] == pytest.approx(end) and rounds["t_trigger"].iloc[0] == pytest.approx(3.0)
+    # iteration 1 starts for both at that end; worker 0 computes 2.0: its buckets at 1.25, 1.5, 1.75, 2.0 after it
+    start, end1 = end, 0.0
+    for ready in (1.25, 1.5, 1.75, 2.0):
+        end1 = max(start + ready, end1) + t
+    assert rounds["t_done"].iloc[1] == pytest.approx(end1)
+    assert np.allclose(it["t_done"], [end, end1, end, end1])
+    # one bucket is sync without overlap: the exchange starts at the last post
+    _, plain = run_tables(s.replace(**{"workload.buckets": 1}))
+    assert plain["t_done"].iloc[0] == pytest.approx(3.0 + t)
+
+
+@pytest.mark.parametrize("name", ["sync", "eager-solo", "wagma", "lsgd", "local-sgd"])
+def test_each_iteration_starts_one_update_after_the_last_one_returned(name):
+    s = scenario(
+        **{
+            "algorithm.name": name,
+            "workload.update": 0.01,
+            "imbalance.kind": "random-delay",
+            "algorithm.period": 3,
+            "algorithm.group_size": 2,
+        }
+    )
+    for engine in ("reference", "fast"):
+        it, _ = run_tables(s, engine)
+        gaps = (
+            it["t_start"].to_numpy().reshape(s.workers, -1)[:, 1:]
+            - it["t_done"].to_numpy().reshape(s.workers, -1)[:, :-1]
+        )
+        assert np.allclose(gaps, 0.01, rtol=0, atol=1e-12) and (it.groupby("worker")["t_start"].first() == 0).all()
+
+
+def test_the_independent_draw_picks_each_worker_with_the_right_chance():
+    # max = 2 independent uniform draws of 8 workers: a worker is slow with chance 1 - (7/8)^2 = 15/64, and the
+    # slow set has 2 workers unless both draws agree (chance 1/8)
+    s = scenario(
+        **{
+            "cluster.workers": 8,
+            "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 2],
+            "imbalance.draw": "independent",
+        }
+    )
+    times = ComputeTimes(s)
+    sets = [times.slow_workers(n) for n in range(4000)]
+    counts = np.bincount(np.concatenate(sets), minlength=8) / len(sets)
+    assert np.allclose(counts, 15 / 64, atol=0.03)
+    assert np.mean([len(x) == 1 for x in sets]) == pytest.approx(1 / 8, abs=0.02)
+    assert all(len(x) in (1, 2) and (np.diff(x) > 0).all() for x in sets)
+    # the count draw never repeats a worker: 1 or 2 distinct, uniformly
+    counted = [ComputeTimes(s.replace(**{"imbalance.draw": "count"})).slow_workers(n) for n in range(2000)]
+    assert np.mean([len(x) == 1 for x in counted]) == pytest.approx(1 / 2, abs=0.04)
