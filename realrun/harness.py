@@ -186,6 +186,7 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
                 sink("rounds", row)
             with lock:
                 parts.flush()
+        injection.spend(injection.update)
     if evals is not None:
         t_end = last[0] if last[1] == scenario.iterations else clock.now()
         record(evals.final(t_end, scenario.iterations, stand_in))

@@ -12,7 +12,8 @@ real computation, so what each imbalance kind means there is:
 - ``none``: nothing.
 
 With ``workload.model = "none"`` (timing only) there is no real computation: a rank spends the whole simulated
-compute time ``row(n)[i]`` (the compute distribution plus the imbalance), so simulation and run share every number.
+compute time ``row(n)[i]`` (the compute distribution plus the imbalance), and after each iteration the scenario's
+``workload.update`` in place of an optimizer step, so simulation and run share every number.
 
 ``imbalance.mode``: ``sleep`` sleeps; ``work`` burns the time in real computation (small numpy matrix products on
 the CPU, about 0.1 ms each, checking the clock between them), so the delay also takes a core as a real straggler's
@@ -37,6 +38,7 @@ class Injection:
         self.kind, self.rank, self.timing_only = scenario.imbalance.kind, rank, timing_only
         self.delay, self.factor = scenario.imbalance.delay, float(self.times.factors[rank])
         self.work = scenario.imbalance.mode == "work"
+        self.update = scenario.workload.update if timing_only else 0.0  # a real model's update takes its own time
         self._burn = _numpy_burn()
 
     def extra(self, n: int, measured: float) -> float:

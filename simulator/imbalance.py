@@ -110,3 +110,18 @@ class ComputeTimes:
         for k, n in enumerate(range(n0, n1)):
             self.row(n, out[k])
         return out
+
+
+def released_eager_sgd_delays(workers: int, iterations: int, seed: int, delay: float) -> np.ndarray:
+    """The delays the released eager-SGD code injected as it actually ran, an iterations x workers matrix: every rank
+    seeds numpy's legacy generator alike and sleeps ``delay`` when ``rank == randint(P) or rank == randint(P)``; the
+    ``or`` skips the second draw on the rank the first one picked, so from then on the ranks' generators disagree on
+    who is slow (about 2 slow ranks per step on average, but some steps none and some many). Add it to the compute
+    times and run it as a trace (``imbalance.kind = "trace"``) to reproduce that injection."""
+    generators = [np.random.RandomState(seed) for _ in range(workers)]
+    out = np.zeros((iterations, workers))
+    for n in range(iterations):
+        for rank, rng in enumerate(generators):
+            if rng.randint(workers) == rank or rng.randint(workers) == rank:
+                out[n, rank] = delay
+    return out

@@ -13,6 +13,7 @@ import pytest
 
 from stragglerlab.native import SOURCE_DIR
 from stragglerlab.realrun.build import find_mpicc
+from stragglerlab.simulator.network import flat_allreduce
 
 #: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
 TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60)]
@@ -24,9 +25,20 @@ def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     built = {}
     for name, _, _ in TESTLIST:
         exe = out / name
-        command = [find_mpicc(), "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", str(SOURCE_DIR / "include"),
-                   str(SOURCE_DIR / "tests" / f"{name}.c"), str(native_library),
-                   f"-Wl,-rpath,{native_library.parent}", "-o", str(exe)]  # fmt: skip
+        command = [
+            find_mpicc(),
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-I",
+            str(SOURCE_DIR / "include"),
+            str(SOURCE_DIR / "tests" / f"{name}.c"),
+            str(native_library),
+            f"-Wl,-rpath,{native_library.parent}",
+            "-o",
+            str(exe),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         built[name] = exe
@@ -39,3 +51,35 @@ def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 def test_c_program(programs: dict[str, Path], mpirun_command, name: str, ranks: int, seconds: int) -> None:
     done = mpirun_command(ranks, [str(programs[name])], timeout=seconds)
     assert "No Errors" in done.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_native_schedules_take_the_steps_the_cost_model_counts(native_library: Path, tmp_path: Path) -> None:
+    """The native core's recursive doubling takes the model's number of steps at every group size, the fold
+    included; its ring adds to the model's 2(m - 1) steps the recursive doubling of the round's metadata (divisor
+    and contributor mask: a few floats, alphas only), which the model leaves to ``network.overhead``."""
+    exe = tmp_path / "schedule"
+    command = [
+        find_mpicc(),
+        "-std=c11",
+        "-Wall",
+        "-Wextra",
+        "-Werror",
+        "-I",
+        str(SOURCE_DIR / "include"),
+        str(SOURCE_DIR / "tests" / "schedule.c"),
+        str(native_library),
+        f"-Wl,-rpath,{native_library.parent}",
+        "-o",
+        str(exe),
+    ]
+    built = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    done = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for line in done.stdout.splitlines():
+        m, small, large = map(int, line.split())
+        assert small == flat_allreduce("recursive-doubling", m, 0.0, 1.0, 0.0, 0.0), line  # alphas = steps
+        assert large == small + flat_allreduce("ring", m, 0.0, 1.0, 0.0, 0.0), line
+    assert len(done.stdout.splitlines()) == 9

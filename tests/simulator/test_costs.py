@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from stragglerlab.simulator.costs import cost_model
-from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.imbalance import ComputeTimes, released_eager_sgd_delays
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.scenario import load
 from tests.helpers import run_tables, scenario
@@ -249,3 +249,12 @@ def test_the_independent_draw_picks_each_worker_with_the_right_chance():
     # the count draw never repeats a worker: 1 or 2 distinct, uniformly
     counted = [ComputeTimes(s.replace(**{"imbalance.draw": "count"})).slow_workers(n) for n in range(2000)]
     assert np.mean([len(x) == 1 for x in counted]) == pytest.approx(1 / 2, abs=0.04)
+
+
+def test_the_released_eager_sgd_injection_desynchronises():
+    delays = released_eager_sgd_delays(64, 2000, seed=7, delay=0.32)
+    first = np.random.RandomState(7)
+    x, y = first.randint(64), first.randint(64)  # every rank's first draw is x; all but rank x draw y too
+    assert set(np.flatnonzero(delays[0])) == {x, y} and set(np.unique(delays)) <= {0.0, 0.32}
+    slow = (delays > 0).sum(axis=1)
+    assert 1.8 < slow.mean() < 2.2 and (slow == 0).mean() > 0.05 and slow.max() > 2  # not always 1 or 2
