@@ -64,25 +64,30 @@ class MajorityRules(SoloRules):
         return initiator(self.seed, m, self.P)
 
 
-SOLO = Algorithm(
-    name="eager-solo",
-    summary="eager-SGD's solo allreduce: the first worker to arrive starts a round; latecomers' gradients wait",
-    keys=(SYNC_PERIOD, LATE, DIVIDE_BY),
-    rules=SoloRules,
-    process=RoundProcess,
-    kernel=rounds.run,
-    update=gradient_rounds,
-    exchanges=EXCHANGES,
-    style=Style("#E69F00", "s"),
+def _record(name: str, summary: str, rules: type[SoloRules], style: Style) -> Algorithm:
+    """An eager-SGD record: the two kinds differ only in what activates a round."""
+    return Algorithm(
+        name=name,
+        summary=summary,
+        keys=(SYNC_PERIOD, LATE, DIVIDE_BY),
+        rules=rules,
+        process=RoundProcess,
+        kernel=rounds.run,
+        update=gradient_rounds,
+        exchanges=EXCHANGES,
+        style=style,
+    )
+
+
+SOLO = _record(
+    "eager-solo",
+    "eager-SGD's solo allreduce: the first worker to arrive starts a round; latecomers' gradients wait",
+    SoloRules,
+    Style("#E69F00", "s"),
 )
-MAJORITY = Algorithm(
-    name="eager-majority",
-    summary="eager-SGD's majority allreduce: a seeded initiator per round starts it (about half have arrived)",
-    keys=(SYNC_PERIOD, LATE, DIVIDE_BY),
-    rules=MajorityRules,
-    process=RoundProcess,
-    kernel=rounds.run,
-    update=gradient_rounds,
-    exchanges=EXCHANGES,
-    style=Style("#56B4E9", "^"),
+MAJORITY = _record(
+    "eager-majority",
+    "eager-SGD's majority allreduce: a seeded initiator per round starts it (about half have arrived)",
+    MajorityRules,
+    Style("#56B4E9", "^"),
 )
