@@ -16,6 +16,7 @@ trains what its simulation trains.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -149,13 +150,32 @@ class TorchReplica(Replica):
         return self._pinned.numpy()
 
     def gradient(self, n):
+        loss = self._forward(n)
+        loss.backward()
+        return self.torch.cat([p.grad.reshape(-1) for p in self.params_list]), float(loss.detach())
+
+    def _forward(self, n: int) -> Any:
+        """The training loss of this rank's batch of iteration ``n``, its gradients cleared for a backward pass."""
         self.model.train()
         for p in self.params_list:
             p.grad = None
         x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0], self.device)
-        loss = self.loss_fn(self.model(x), t)
+        return self.loss_fn(self.model(x), t)
+
+    def pass_times(self, n: int) -> tuple[float, float]:
+        """Seconds of the forward pass (with reading the batch) and of the backward pass of iteration ``n``, each
+        finished on the device before the clock is read."""
+        started = time.perf_counter()
+        loss = self._forward(n)
+        self._synchronize()
+        middle = time.perf_counter()
         loss.backward()
-        return self.torch.cat([p.grad.reshape(-1) for p in self.params_list]), float(loss.detach())
+        self._synchronize()
+        return middle - started, time.perf_counter() - middle
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
 
     def step(self, g):
         grad = g if isinstance(g, self.torch.Tensor) else self.torch.from_numpy(g).to(self.device, non_blocking=True)

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "stragglerlab.realrun.commands.run",
         "train a scenario for real on MPI ranks (mpiexec, srun or --np) into a run folder",
     ),
+    "profile": (
+        "stragglerlab.realrun.commands.profile",
+        "time a torch workload's forward and backward: its compute, buckets and size as a scenario fragment",
+    ),
     "calibrate": (
         "stragglerlab.realrun.commands.calibrate",
         "measure alpha, beta, gamma and compute times: a scenario fragment",
