@@ -99,6 +99,7 @@ def run_rank(
     error, replica = None, None
     try:
         replica = make_replica(scenario, rank, local_rank, ranks_here)
+        exchange_type.check(scenario, replica)
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
@@ -173,9 +174,7 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
     last = (0.0, 0)  # (t_done, iterations) of the last round completed here
     for n in range(scenario.iterations):
         t_start = clock.now()
-        g, loss = replica.gradient(n)
-        injection.spend(injection.extra(n, clock.now() - t_start))
-        t_post = clock.now()
+        g, loss, t_post = exchange.compute(n, injection, t_start)
         completed = exchange.iteration(n, g, loss, t_start, t_post)
         if completed is not None:
             last = completed

@@ -16,6 +16,7 @@ import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.replica import Replica
 from stragglerlab.simulator.algorithms.record import Algorithm
 from stragglerlab.simulator.scenario import Scenario
@@ -49,6 +50,17 @@ class Exchange:
         self.clock, self.sink = clock, sink
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.d = replica.dimension
+
+    @classmethod
+    def check(cls, scenario: Scenario, replica: Replica) -> None:
+        """Setup checks that need the replica, made on every rank before any collective (raise a UserError)."""
+
+    def compute(self, n: int, injection: Injection, t_start: float) -> tuple[Any, float, float]:
+        """This rank's computation of iteration ``n``, begun at ``t_start``: its gradient, training loss and post
+        time, the injected imbalance spent between the gradient and the post."""
+        g, loss = self.replica.gradient(n)
+        injection.spend(injection.extra(n, self.clock.now() - t_start))
+        return g, loss, self.clock.now()
 
     def iteration(self, n: int, g: Any, loss: float, t_start: float, t_post: float) -> tuple[float, int] | None:
         raise NotImplementedError

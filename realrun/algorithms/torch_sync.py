@@ -1,19 +1,36 @@
 """``sync`` through ``torch.distributed``: the baseline a user would otherwise run (``--backend torch``).
 
-Every iteration all-reduces the gradient with ``torch.distributed.all_reduce`` (backend gloo on CPU, NCCL when the
-replica is on a GPU, where the gradient stays on the device) and steps with Σ/P, as the native ``sync`` does, so the
-two give the same model (up to the order of float32 additions). The process group is set up over TCP at rank 0's
-host, on a port rank 0 picks and shares through MPI. P post-time slots ride along so rank 0 records each round's
-last poster, as the native core does.
+A torch workload runs under PyTorch's DistributedDataParallel (gloo on CPU, NCCL on GPU): the gradient is all-reduced
+in buckets while backward still runs, the overlap the simulator models with ``workload.buckets``. DDP's bucket cap is
+set to the scenario's buckets: ``bucket_cap_mb`` = the gradient's bytes / ``workload.buckets`` (DDP also keeps its
+first bucket small, 1 MiB by default, so it may make one bucket more). A rank's post time is when its last bucket
+was ready (a communication hook notes it before all-reducing the bucket), its release when backward returns, every
+bucket all-reduced; then it steps with the mean gradient, as the native ``sync`` does, so the two give the same model
+up to the order of float32 additions. The injected delay of ``random-delay`` is spent before the forward pass (with
+DDP the computation and the exchange are one call); other imbalance kinds need a computation measured before the
+delay, which DDP does not allow, and are refused.
+
+A timing-only workload (``model = "none"``) has nothing to back-propagate: its zero gradient is all-reduced whole
+with ``torch.distributed.all_reduce`` after the computation.
+
+The process group is set up over TCP at rank 0's host, on a port rank 0 picks and shares through MPI. Rank 0 records
+each round's last poster from every rank's post times, gathered when the run ends (DDP) or riding along with the
+gradient as P slots (timing only).
 """
 
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import numpy as np
 
+from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.injection import Injection
+from stragglerlab.realrun.replica import Replica, TorchReplica
+from stragglerlab.simulator.network import BYTES_PER_ELEMENT
+from stragglerlab.simulator.scenario import Scenario
 
 
 def _free_port() -> int:
@@ -23,6 +40,15 @@ def _free_port() -> int:
 
 
 class TorchSync(Exchange):
+    @classmethod
+    def check(cls, scenario: Scenario, replica: Replica) -> None:
+        kind = scenario.imbalance.kind
+        if isinstance(replica, TorchReplica) and kind not in ("none", "random-delay"):
+            raise UserError(
+                f'--backend torch: imbalance.kind = "{kind}" needs a computation measured before its '
+                "delay, which DistributedDataParallel does not allow; use none or random-delay"
+            )
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         import torch
@@ -39,20 +65,55 @@ class TorchSync(Exchange):
                 rank=self.rank,
                 world_size=self.size,
             )
-        self.buffer = torch.zeros(self.d + self.size, dtype=torch.float32, device=device)
+        self.ddp = isinstance(replica, TorchReplica)
+        self.posts: list[float] = []  # this rank's post time of every iteration
+        self.dones: list[float] = []
         self.done: list[tuple] = []
+        if self.ddp:
+            self._wrap(replica, scenario.workload.buckets)
+        else:
+            self.buffer = torch.zeros(self.d + self.size, dtype=torch.float32, device=device)
+
+    def _wrap(self, replica: TorchReplica, buckets: int) -> None:
+        """Run the replica's model under DDP, noting when each gradient bucket is ready."""
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        from torch.nn.parallel import DistributedDataParallel
+
+        cap = self.d * BYTES_PER_ELEMENT / buckets / 2**20
+        replica.model = DistributedDataParallel(replica.model, bucket_cap_mb=cap)
+        self.ready: list[float] = []
+
+        def hook(state, bucket):  # (DDP rejects annotations other than its own types)
+            self.ready.append(self.clock.now())
+            return allreduce_hook(state, bucket)
+
+        replica.model.register_comm_hook(None, hook)
+
+    def compute(self, n: int, injection: Injection, t_start: float) -> tuple[Any, float, float]:
+        if not self.ddp:
+            return super().compute(n, injection, t_start)
+        injection.spend(injection.extra(n, 0.0))
+        self.ready.clear()
+        g, loss = self.replica.gradient(n)  # DDP's mean gradient, all-reduced bucket by bucket during backward
+        self.dones.append(self.clock.now())
+        return g, loss, self.ready[-1]
 
     def iteration(self, n, g, loss, t_start, t_post):
-        torch, buf, d = self.torch, self.buffer, self.d
-        buf[:d] = g if isinstance(g, torch.Tensor) else torch.from_numpy(np.asarray(g, dtype=np.float32))
-        buf[d:] = 0.0
-        buf[d + self.rank] = t_post
-        self.dist.all_reduce(buf)
-        self.replica.step(buf[:d] / self.size if self.device.type == "cuda" else (buf[:d] / self.size).numpy())
-        t_done = self.clock.now()
+        if self.ddp:
+            t_done = self.dones[-1]
+            self.replica.step(g)
+        else:
+            torch, buf, d = self.torch, self.buffer, self.d
+            buf[:d] = g if isinstance(g, torch.Tensor) else torch.from_numpy(np.asarray(g, dtype=np.float32))
+            buf[d:] = 0.0
+            buf[d + self.rank] = t_post
+            self.dist.all_reduce(buf)
+            self.replica.step(buf[:d] / self.size if self.device.type == "cuda" else (buf[:d] / self.size).numpy())
+            t_done = self.clock.now()
+            if self.rank == 0:
+                self.done.append(synchronous_round(n, self.rules.kind(n), buf[d:].double().cpu().numpy(), t_done))
+        self.posts.append(t_post)
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
-        if self.rank == 0:
-            self.done.append(synchronous_round(n, self.rules.kind(n), buf[d:].double().cpu().numpy(), t_done))
         return t_done, n + 1
 
     def rounds(self):
@@ -60,5 +121,10 @@ class TorchSync(Exchange):
         return rows
 
     def close(self):
+        if self.ddp:  # every round's last poster, from every rank's post times
+            posts = np.array(self.comm.allgather(self.posts)).T
+            if self.rank == 0:
+                kinds = [self.rules.kind(n) for n in range(len(posts))]
+                self.done = [synchronous_round(n, kinds[n], posts[n], self.dones[n]) for n in range(len(posts))]
         self.dist.barrier()
         self.dist.destroy_process_group()

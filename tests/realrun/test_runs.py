@@ -111,3 +111,46 @@ def test_wrong_number_of_ranks_is_a_one_line_error(spawn, scenario_file, tmp_pat
     assert proc.returncode != 0
     assert "cluster.workers = 3 but the job has 2 ranks" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_torch_backend_overlaps_buckets_with_backward_under_ddp(spawn, scenario_file, tmp_path):
+    sets = [
+        "--set",
+        "workload.model=torch:mlp",
+        "--set",
+        "workload.batch=16",
+        "--set",
+        "workload.buckets=3",
+        "--set",
+        "algorithm.name=sync",
+        "--backend",
+        "torch",
+    ]
+    out = tmp_path / "run"
+    proc = spawn(2, ["run", str(scenario_file(SCENARIO)), *sets, "-o", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    check_folder(run, 2, ITERATIONS)
+    it, rounds = run.iterations, run.rounds
+    assert (it["round"] == it["iteration"]).all() and it["fresh"].all()
+    # a round's trigger is its last post, by the rank that posted last; the delayed ranks post late
+    last = it.loc[it.groupby("iteration")["t_post"].idxmax()]
+    assert list(rounds["initiator"]) == list(last["worker"])
+    assert np.allclose(rounds["t_trigger"], last["t_post"])
+    # DDP cannot measure a computation before its delay: a persistent straggler is refused, in one line
+    refused = spawn(
+        2,
+        [
+            "run",
+            str(scenario_file(SCENARIO)),
+            *sets,
+            "--set",
+            "imbalance.kind=persistent",
+            "--set",
+            "imbalance.factors={1 = 2.0}",
+            "-o",
+            str(tmp_path / "refused"),
+        ],
+    )
+    assert refused.returncode == 2 and "needs a computation measured before its delay" in refused.stderr
+    assert len([line for line in refused.stderr.splitlines() if "error" in line]) == 1
