@@ -1,4 +1,4 @@
-"""The run folder (DESIGN §3): ``meta.json`` and the Parquet tables ``iterations``, ``rounds`` and ``evals``.
+"""The run folder: ``meta.json`` and the Parquet tables ``iterations``, ``rounds`` and ``evals``.
 
 It is the contract between the simulator, real runs and analysis. While a run goes, each table is a directory
 ``<table>.parquet/`` of numbered parts, one written per flush, so a killed run leaves a readable prefix and a

@@ -5,7 +5,7 @@ compute-time distribution, written as a scenario fragment that ``stragglerlab si
   on rank 0's host: ``intra_alpha``/``intra_beta`` when the job spans hosts), message sizes 1 B … 4 MiB; the one-way
   time is half the median round trip. Fit: t = alpha + n·beta.
 - **Allreduce** (``MPI_Allreduce`` of float32 vectors, 4 B … 4 MiB, all ranks): with alpha and beta known, the
-  remainder of the scenario's ``network.allreduce`` formula (DESIGN §5) is linear in gamma, fitted ≥ 0.
+  remainder of the scenario's ``network.allreduce`` formula is linear in gamma, fitted ≥ 0.
 - **Compute**: each rank times ``compute_iterations`` gradient computations of the scenario's workload (after a
   warm-up); all ranks' times give the mean and coefficient of variation (``lognormal`` when it varies, else
   ``constant``). A timing-only scenario (``model = "none"``) has no computation to measure; its compute model is

@@ -1,9 +1,9 @@
 """Partial collectives from Python: a ctypes binding of the native core (``native/include/pcoll.h``).
 
-``Collective(kind, count=n, comm=...)`` runs a sequence of rounds: each call posts this rank's float32 vector
-and waits for the result of its round (DESIGN §4). The library is compiled on first use (:mod:`.build`). Every
-misuse raises here, before C is reached: wrong dtype or length, two posts without a wait, a wait without a post,
-use after close, an unknown kind or a bad option value.
+``Collective(kind, count=n, comm=...)`` runs a sequence of rounds: each call posts this rank's float32 vector and
+waits for the result of its round (the rules of ``docs/semantics.md``). The library is compiled on first use
+(:mod:`.build`). Every misuse raises here, before C is reached: wrong dtype or length, two posts without a wait, a
+wait without a post, use after close, an unknown kind or a bad option value.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ class Collective:
         return out, info
 
     def rounds(self) -> pd.DataFrame:
-        """The rounds this rank completed so far: the ``rounds`` table of DESIGN §3."""
+        """The rounds this rank completed so far: the run folder's ``rounds`` table."""
         handle = self._live()
         n = self._lib.pcoll_num_rounds(handle)
         records = (_Round * n)()

@@ -1,6 +1,6 @@
 """Imbalance injected into a real run from the scenario's keys, with the simulator's common random numbers.
 
-The simulator's compute time of worker i at iteration n is ``ComputeTimes.row(n)[i]`` (DESIGN §2). A real run has a
+The simulator's compute time of worker i at iteration n is ``ComputeTimes.row(n)[i]``. A real run has a
 real computation, so what each imbalance kind means there is:
 
 - ``random-delay``: a rank that ``slow_workers(n)`` selects adds exactly ``imbalance.delay`` seconds at iteration n,

@@ -1,1 +1,1 @@
-"""The fast engine: numba-compiled sweeps that produce the reference engine's tables (DESIGN §6)."""
+"""The fast engine: numba-compiled sweeps that produce the reference engine's tables."""

@@ -1,7 +1,7 @@
 """Benchmark of the native core against MPI_Allreduce, run as ``mpiexec -n P python tests/benchmarks/bench_native.py``.
 
 1. Balanced arrival: for float32 counts 1, 256, 16 Ki, 256 Ki and 4 Mi, the time per round of each kind beside
-   ``MPI_Allreduce`` on the same buffers, as a ratio (DESIGN §9: <= 1.1x latency up to 64 KiB, >= 0.9x bandwidth
+   ``MPI_Allreduce`` on the same buffers, as a ratio (targets: <= 1.1x latency up to 64 KiB, >= 0.9x bandwidth
    from 4 MiB, i.e. a time ratio <= 1.11). Two pairs of columns: the core (``pcoll_post`` + ``pcoll_wait`` against
    ``MPI_Allreduce``, both timed in a C loop, ``bench_native_loop.c``, so that no Python call overhead enters),
    and what the harness pays (``Collective.post`` + ``Collective.wait(out)`` against mpi4py's ``Allreduce``).

@@ -1,4 +1,4 @@
-"""One rank of a probe run (DESIGN §4), spawned by test_probe.py under ``mpiexec -n P``.
+"""One rank of a probe run (docs/semantics.md), spawned by test_probe.py under ``mpiexec -n P``.
 
 Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n + 1 and slot P + r = 1, so each
 result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between

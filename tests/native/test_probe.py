@@ -1,4 +1,4 @@
-"""The probe of DESIGN §4 on the native core, at P = 1..5 with random per-rank delays and 1,000 rounds per run.
+"""The probe of docs/semantics.md on the native core, at P = 1..5 with random per-rank delays and 1,000 rounds per run.
 
 Each rank's results say which call of which rank went into which round; the checks replay the rules: every rank
 gets the same result for every round (wagma: every member of the group), solo and majority rounds hold exactly

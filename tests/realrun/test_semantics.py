@@ -1,7 +1,6 @@
-"""Round contents of real runs follow DESIGN §4, read off the probe slots, where the timing makes the outcome
-certain: two ranks, one far slower than the other (with more fast ranks, which of them activates a round first is
-a race); and real sync through the native core equals sync through
-torch.distributed."""
+"""Round contents of real runs follow the rules of docs/semantics.md, read off the probe slots, where the timing
+makes the outcome certain: two ranks, one far slower than the other (with more fast ranks, which of them activates a
+round first is a race); and real sync through the native core equals sync through torch.distributed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probe-style checks of DESIGN §4 for every algorithm, on the reference engine's tables.
+"""Probe-style checks of the rules of docs/semantics.md for every algorithm, on the reference engine's tables.
 
 Each test re-derives from the tables, independently of the engine's code path, who had to be in which round.
 """
