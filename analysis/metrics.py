@@ -77,7 +77,7 @@ class Tally:
         return self
 
 
-def _mean(total: float, count: int) -> float:
+def _mean(total: float, count: float) -> float:
     return total / count if count else float("nan")
 
 

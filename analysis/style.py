@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import cycle
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 #: inches: one column of a two-column paper (ACM / IEEE), and the full text width
 COLUMN_WIDTH = 3.4
@@ -32,7 +36,7 @@ CONTRIBUTION_COLOURS = {"missing": "#FFFFFF", "stale": "#E69F00", "fresh": "#009
 #: simulated runs are drawn dashed beside the solid real ones
 SOURCE_LINESTYLE = {"real": "-", "sim": "--"}
 
-RC = {
+RC: dict[RcKeyType, Any] = {
     "font.family": "serif",
     "font.serif": ["Times New Roman", "Times", "Nimbus Roman", "DejaVu Serif"],
     "font.size": 8,

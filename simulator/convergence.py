@@ -90,7 +90,7 @@ class Optimizer:
         w = W[rows]
         buf = sgd(w, g, None if self.buf is None else self.buf[rows], self.lr, self.momentum, self.weight_decay)
         W[rows] = w
-        if buf is not None:
+        if buf is not None and self.buf is not None:
             self.buf[rows] = buf
 
 

@@ -141,7 +141,8 @@ class Engine:
         return call
 
     def _worker(self, i: int):
-        env = self.env
+        env, process = self.env, self.process
+        assert process is not None
         call: Call | None = self._start(i, 0)
         while call is not None:
             if call.t_start > env.now:
@@ -150,7 +151,7 @@ class Engine:
             call.t_post = env.now
             call.done = env.event()
             if not self._posted and env.peek() > env.now:
-                self.process.post(call)  # nothing else happens at this instant: no order to resolve
+                process.post(call)  # nothing else happens at this instant: no order to resolve
             else:
                 if not self._posted:
                     env.timeout(0).callbacks.append(self._resolve_posts)  # after this instant's other posts
@@ -164,8 +165,10 @@ class Engine:
     def _resolve_posts(self, _: simpy.Event) -> None:
         posted, self._posted = self._posted, []
         posted.sort(key=lambda c: c.worker)
+        process = self.process
+        assert process is not None
         for call in posted:
-            self.process.post(call)
+            process.post(call)
 
     def _emit(self, i: int) -> None:
         queue = self._open[i]
@@ -184,6 +187,7 @@ class Engine:
         if applied:
             self.applied[i] += 1
         n = call.iteration + 1
+        assert call.done is not None
         call.done.succeed(self._start(i, n) if n < self.iterations else None)
 
     def after(self, delay: float, action: Callable[[], None]) -> None:

@@ -46,17 +46,21 @@ def read_trace(path: Path, workers: int, origin: str = "imbalance.file") -> np.n
 
 
 def _draw_base(c: Compute, rng: np.random.Generator, size: int) -> np.ndarray:
-    """Compute times with mean ``c.mean``, parameterised by the coefficient of variation or the shape."""
+    """Compute times with mean ``c.mean``, parameterised by the coefficient of variation or the shape (the scenario
+    checks that the distribution has the one it needs)."""
+    if c.dist == "pareto":  # Lomax draws + 1, scaled so the mean is c.mean
+        assert c.shape is not None
+        return (rng.pareto(c.shape, size) + 1.0) * (c.mean * (c.shape - 1.0) / c.shape)
+    if c.dist == "gamma" and c.shape is not None:
+        return rng.gamma(c.shape, c.mean / c.shape, size)
+    assert c.cv is not None
     if c.dist == "normal":
         return np.maximum(rng.normal(c.mean, c.cv * c.mean, size), 0.0)
     if c.dist == "lognormal":
         sigma2 = np.log1p(c.cv**2)
         return rng.lognormal(np.log(c.mean) - sigma2 / 2, np.sqrt(sigma2), size)
-    if c.dist == "gamma":
-        k = c.shape if c.shape is not None else 1.0 / c.cv**2
-        return rng.gamma(k, c.mean / k, size)
-    # pareto: Lomax draws + 1, scaled so the mean is c.mean
-    return (rng.pareto(c.shape, size) + 1.0) * (c.mean * (c.shape - 1.0) / c.shape)
+    k = 1.0 / c.cv**2  # gamma
+    return rng.gamma(k, c.mean / k, size)
 
 
 class ComputeTimes:
@@ -67,7 +71,8 @@ class ComputeTimes:
         self.workers = scenario.workers
         self.compute: Compute = scenario.workload.compute
         self.imbalance: Imbalance = scenario.imbalance
-        self.trace = read_trace(self.imbalance.file, self.workers) if self.imbalance.kind == "trace" else None
+        file = self.imbalance.file
+        self.trace = read_trace(file, self.workers) if file is not None and self.imbalance.kind == "trace" else None
         self.factors = np.ones(self.workers)
         if self.imbalance.kind == "persistent":
             for worker, factor in self.imbalance.factors.items():

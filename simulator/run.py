@@ -101,6 +101,7 @@ def run_engine(
     record = algorithms.get(scenario.algorithm.name)
     rules = record.rules(scenario, cost_model(scenario))
     if engine == "fast":
+        assert record.kernel is not None, "the scenario's checks allow the fast engine only with a kernel"
         FastEngine(scenario, rows, rounds, progress, window).run(record.kernel, rules)
     else:
         gather = _Gather(rows, rounds)

@@ -313,6 +313,7 @@ def load(
     """
     origin = str(path) if path is not None else "<scenario>"
     if text is None:
+        assert path is not None, "a scenario is a file or a text"
         try:
             text = Path(path).read_text()
         except OSError as err:

@@ -160,7 +160,7 @@ def mpi_world_size() -> int:
 
 
 @contextmanager
-def _mpi_executor() -> Iterator[Executor | None]:
+def _mpi_executor() -> Iterator[Any]:
     """mpi4py's ``MPICommExecutor`` on the world: rank 0 gets the executor, every other rank serves cells until rank
     0 is done and then gets None."""
     from mpi4py import MPI

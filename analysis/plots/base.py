@@ -6,15 +6,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Final
 
 import matplotlib as mpl
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.colors import is_color_like
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.markers import MarkerStyle
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, MaxNLocator, NullFormatter, NullLocator
+from matplotlib.ticker import (
+    FixedLocator,
+    FuncFormatter,
+    Locator,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 from stragglerlab.analysis.collection import differing_keys, distinct, keys_of, keys_table
 from stragglerlab.analysis.compare import ALGORITHM
@@ -29,7 +39,7 @@ FACET_COLUMNS = 3
 #: keys every kind pools on purpose: a run's seed is a repetition of the same experiment
 POOLED = ("seed",)
 #: where every figure's legend goes: above the panels, outside the data
-LEGEND_AT = "outside upper center"
+LEGEND_AT: Final = "outside upper center"
 
 METRIC_LABELS = {
     "samples_per_s": "throughput [samples/s]",
@@ -121,6 +131,7 @@ LOG_SUBS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(float(m) for m 
 def log_ticks(axis: Axis, low: float, high: float) -> None:
     """Plain labels on a log axis over [low, high]: the sparsest of :data:`LOG_SUBS` that puts three ticks in
     view, or evenly spaced ticks where none does (a range within one decade)."""
+    locator: Locator
     for subs in LOG_SUBS:
         locator = LogLocator(subs=subs)
         if sum(low <= t <= high for t in locator.tick_values(low, high)) >= 3:
@@ -144,11 +155,11 @@ def legend(fig: Figure, columns: int = 3, order: Iterable[str] = ()) -> None:
     rank = {label: i for i, label in enumerate(order)}
     drawn = [entry for ax in fig.axes for entry in zip(*ax.get_legend_handles_labels(), strict=True)]
     drawn.sort(key=lambda entry: (rank.get(entry[1], len(rank)), not isinstance(entry[0], Container)))
-    entries: dict[str, object] = {}
+    entries: dict[str, Artist] = {}
     for handle, label in drawn:
         entries.setdefault(label, handle)
     if entries:
-        fig.legend(entries.values(), entries.keys(), loc=LEGEND_AT, ncols=min(columns, len(entries)))
+        fig.legend(list(entries.values()), list(entries), loc=LEGEND_AT, ncols=min(columns, len(entries)))
 
 
 def algorithm_of(run: Run) -> str:
@@ -268,7 +279,8 @@ def draw_faceted(
     for ax, (title, group) in zip(axes, groups, strict=True):
         panel(ax, group)
         ax.set_title(title)
-        if not ax.get_subplotspec().is_first_col():
+        spec = ax.get_subplotspec()
+        if spec is not None and not spec.is_first_col():
             ax.set_ylabel("")
     if log:
         for ax in axes:
