@@ -216,9 +216,14 @@ def calibrate(scenario: Scenario, compute_iterations: int = 30) -> str | None:
         local_rank, ranks_here = node.Get_rank(), node.Get_size()
         here = scenario.replace(**{"cluster.workers": P, "cluster.workers_per_node": 1})  # shards for these ranks
         times = compute_times(make_replica(here, rank, local_rank, ranks_here), compute_iterations)
-        gathered = comm.gather(times, root=0)
-        compute = compute_model(np.concatenate(gathered)) if rank == 0 else None
+        gathered = comm.gather(times, root=0)  # None except on rank 0
+        if gathered is not None:
+            compute = compute_model(np.concatenate(gathered))
     if rank != 0:
         return None
-    fits = {prefix: fit_network(t, allreduce, P, scenario.network.allreduce) for prefix, t in one_way.items()}
+    fits = {  # rank 0 holds every ping-pong's times
+        prefix: fit_network(t, allreduce, P, scenario.network.allreduce)
+        for prefix, t in one_way.items()
+        if t is not None
+    }
     return fragment(scenario, P, hosts, fits, compute, MPI.Get_library_version().splitlines()[0].strip())

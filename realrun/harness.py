@@ -103,6 +103,7 @@ def run_rank(
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
+    assert replica is not None  # made, or every rank raised in _agree
     scenario = scenario.replace(**{"workload.params": replica.dimension})
     host = socket.gethostname()
     peers = comm.allgather((host, os.getpid()))
@@ -179,7 +180,7 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
         if completed is not None:
             last = completed
             if evals is not None:
-                record(evals.after_round(*completed, stand_in))
+                record(evals.after_round(completed[0], completed[1], stand_in))
         if parts.due():
             for row in exchange.rounds():
                 sink("rounds", row)

@@ -160,7 +160,8 @@ def validate(
                 f"{r.path}: not a real run (source = {r.meta.get('source', 'sim')}); validate takes "
                 "the run folders of stragglerlab run"
             )
-    rows, pairs = [], {mode: [] for mode in TARGETS}
+    rows: list[dict] = []
+    pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
     for name, real in zip(_names(runs), runs, strict=True):
         pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", network)]
     for name, other in zip(_names(others), others, strict=True):
