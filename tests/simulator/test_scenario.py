@@ -118,6 +118,15 @@ MALFORMED = [
     ("[cluster\nworkers = 4", "not valid TOML"),
     ("[cluster]\nworkers = 4\nworkers_per_node = 8", "cluster.workers_per_node = 8"),
     ("[algorithm]\nsync_period = true", "algorithm.sync_period = True: must be an integer >= 0"),
+    ("[workload]\nbuckets = 0", "workload.buckets = 0: must be a positive integer"),
+    ("[workload]\nbackward = 0", "workload.backward = 0: must be a number in (0, 1]"),
+    ("[workload]\nbackward = 1.5", "workload.backward = 1.5: must be a number in (0, 1]"),
+    ("[network]\noverhead = -1e-6", "network.overhead = -1e-06: must be a number >= 0"),
+    ("[workload]\nupdate = -0.1", "workload.update = -0.1: must be a number >= 0"),
+    (
+        '[imbalance]\nkind = "random-delay"\ndraw = "twice"',
+        'imbalance.draw = "twice": must be one of count, independent',
+    ),
 ]
 
 
