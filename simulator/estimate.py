@@ -11,7 +11,9 @@ factor of about two, which is enough to tell a run that fits from one that does 
 - compute times come in rows of P float64;
 - a kept ``iterations`` table is 11 columns of 8 bytes per worker-iteration, held about four times over when the
   parts are merged into the sorted file at the end (``rounds`` likewise per round); a trained model keeps its
-  schedule (the same columns) and a replica, a momentum buffer and a gradient per worker.
+  schedule (the same columns) and a replica, a momentum buffer and a gradient per worker, of the model's parameter
+  count (which sets the message sizes then, whatever ``workload.params`` says; a torch model's count is known only
+  once it is built, so its replicas are not estimated).
 
 Times: the fast engine runs about 5 million worker-iterations per second, the reference one about 40,000, and
 writing the kept table about a million rows per second; training a model adds its gradients, not estimated here.
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.workloads import model_parameters
 
 GIB = 2**30
 #: above either, the estimate is printed before the run
@@ -87,8 +90,9 @@ def estimate(scenario: Scenario, engine: str, tables: tuple[str, ...] = ("iterat
         kept += rows * ROW_BYTES * MERGE_COPIES
     if "rounds" in tables:
         kept += N * 8 * 8 * MERGE_COPIES
-    if scenario.workload.model != "none":
-        kept += rows * ROW_BYTES + P * scenario.workload.params * 8 * 3
+    if scenario.workload.model != "none":  # its schedule, and per worker a replica, a momentum buffer, a gradient
+        params = model_parameters(scenario)
+        kept += rows * ROW_BYTES + (P * params * 8 * 3 if params is not None else 0)
     seconds = rows / RATES[engine] + (rows / WRITE_RATE if "iterations" in tables else 0.0)
     return Estimate(BASE_BYTES + held + kept, seconds)
 

@@ -23,13 +23,23 @@ def gaussian_mixture(seed: int, samples: int, features: int, classes: int, noise
     return centres[y] + noise * rng.standard_normal((samples, features)), y
 
 
+def layer_sizes(scenario: Scenario, hidden: tuple[int, ...]) -> tuple[int, ...]:
+    """Features, the ``hidden`` widths and the classes: the widths of the network's layers."""
+    return (scenario.workload.dimension, *hidden, scenario.workload.classes)
+
+
+def parameters(sizes: tuple[int, ...]) -> int:
+    """Weights and biases of a dense network with layers of ``sizes``."""
+    return sum((a + 1) * b for a, b in zip(sizes, sizes[1:], strict=False))
+
+
 class Classifier(ArrayWorkload):
     def __init__(self, scenario: Scenario, hidden: tuple[int, ...]):
         w = scenario.workload
         super().__init__(scenario, *gaussian_mixture(scenario.seed, w.samples, w.dimension, w.classes, w.noise))
-        self.sizes = (w.dimension, *hidden, w.classes)
+        self.sizes = layer_sizes(scenario, hidden)
         self.classes = w.classes
-        self.dimension = sum((a + 1) * b for a, b in zip(self.sizes, self.sizes[1:], strict=False))
+        self.dimension = parameters(self.sizes)
 
     def initial(self) -> np.ndarray:
         parts = []

@@ -28,6 +28,16 @@ def test_window_and_what_the_estimate_counts():
     kept = estimate(scenario("cluster.workers=4096", "iterations=1000"), "fast")
     bare = estimate(scenario("cluster.workers=4096", "iterations=1000"), "fast", ())
     assert kept.memory - bare.memory >= 4096 * 1000 * 88  # the iterations table, at least once
+
+
+def test_a_trained_model_is_estimated_by_its_own_parameter_count():
+    # with a model, messages and replicas follow the model, not workload.params (25.5 M in this example)
+    base = estimate(scenario("workload.model=hyperplane", "iterations=60"), "fast")
+    wide = estimate(scenario("workload.model=hyperplane", "iterations=60", "workload.dimension=10100"), "fast")
+    assert base.memory < GIB
+    assert wide.memory - base.memory == pytest.approx(64 * 10_000 * 8 * 3)
+    mlp = estimate(scenario("workload.model=mlp", "iterations=60", "workload.hidden=[64]"), "fast")
+    assert mlp.memory < GIB
     assert estimate(scenario("cluster.workers=4096"), "reference").seconds > estimate(scenario(), "reference").seconds
     both = combined([Estimate(1.0, 10.0), Estimate(3.0, 20.0), Estimate(2.0, 30.0)], jobs=2)
     assert both == Estimate(5.0, 30.0)
