@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from stragglerlab import __version__
@@ -77,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"stragglerlab {name}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush is quiet
+        return 141
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 import sys
 
 import pytest
@@ -190,3 +191,15 @@ def test_unreadable_scenarios_and_traces_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "dir.npy").mkdir()
     for name in ("t.npy", "t.csv", "dir.npy"):
         one_line_error(capsys, ["simulate", *SMALL, *trace, "--set", f"imbalance.file={tmp_path / name}"], name)
+
+
+def test_a_reader_that_goes_away_stops_the_listing_without_a_traceback():
+    # as `stragglerlab algorithms | head -0` does: the pipe is closed before the listing is written
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stragglerlab.cli", "algorithms"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and err == ""
