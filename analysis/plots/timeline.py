@@ -82,7 +82,7 @@ def draw(runs: list[Run], options: Options) -> Figure:
             rounds["t_done"], -0.5, shown - 0.5, color="0.3", linewidth=0.5, linestyles="dotted", label="round done"
         )
         ax.set_xlim(start, end)
-        ax.invert_yaxis()
+        ax.set_ylim(shown - 0.5, -0.5)  # worker 0 on top, and no tick beyond the last worker shown
         ax.grid(False)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("worker")
