@@ -56,7 +56,8 @@ class Injection:
         if seconds <= 0:
             return
         end = time.perf_counter() + seconds
-        if self.work:
+        if self.work:  # at least one unit of work, however late this thread is scheduled
+            self._burn()
             while time.perf_counter() < end:
                 self._burn()
         else:

@@ -181,8 +181,10 @@ def check_probe(results: list[dict], size: int, config: dict) -> None:
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
 def test_straggler_does_not_hold_back_solo(mpirun, tmp_path: Path) -> None:
-    """Rank 0 sleeps 50 ms before every post; under eager-solo the others' mean wait stays below 20 % of it."""
-    delay = 0.05
+    """Rank 0 sleeps 200 ms before every post; under eager-solo the others' mean wait stays well below it (under sync
+    it would be all of it). The bound leaves room for a loaded machine's scheduling, which can hold a ready rank off
+    a core for tens of milliseconds; the benchmark measures the wait itself."""
+    delay = 0.2
     mpirun(
         3,
         "probe_worker.py",
@@ -195,7 +197,7 @@ def test_straggler_does_not_hold_back_solo(mpirun, tmp_path: Path) -> None:
     )
     results = load(tmp_path, 3)
     for res in results[1:]:
-        assert res["wait"].mean() < 0.2 * delay, f"fast rank waited {res['wait'].mean() * 1e3:.1f} ms on average"
+        assert res["wait"].mean() < 0.5 * delay, f"fast rank waited {res['wait'].mean() * 1e3:.1f} ms on average"
     assert results[0]["fresh"].sum() < 20, "the straggler was fresh in every round: the others waited for it"
 
 
