@@ -66,7 +66,7 @@ RECORD = Algorithm(
     process=ServerProcess,
     kernel=None,
     update=update,
-    exchanges={"native": "stragglerlab.realrun.algorithms.server:ServerExchange"},
+    exchanges={"native": "stragglerlab.realrun.algorithms.server:AsyncPsExchange"},
     style=Style("#D55E00", "X"),
     central=True,
 )

@@ -73,7 +73,7 @@ RECORD = Algorithm(
     process=ServerProcess,
     kernel=None,
     update=update,
-    exchanges={"native": "stragglerlab.realrun.algorithms.server:ServerExchange"},
+    exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
     style=Style("#882255", "h"),
     central=True,
 )
