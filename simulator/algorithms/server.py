@@ -80,8 +80,11 @@ class ServerProcess:
         engine.after(rules.t_push, self.serve)
 
     def serve(self) -> None:
-        """The pushes arriving now join the queue in worker order; each is served when the server is free."""
+        """The pushes arriving now join the queue in worker order; each is served when the server is free. Replies
+        that reach their workers at one instant (services of no length) share one scheduled event."""
         rules, now = self.rules, self.engine.now
+        replies: list[tuple[int, Call]] = []  # (update, call) of the replies due at t_reply
+        t_reply = now
         for call in sorted(self.arriving.popleft(), key=lambda c: c.worker):
             k, i = self.updates, call.worker
             self.updates += 1
@@ -90,9 +93,15 @@ class ServerProcess:
                 carried.round, carried.fresh, carried.final = k, True, True
             self.local[i].clear()
             self.version[i] = k + 1
-            self.engine.after(self.free + rules.t_push - now, partial(self.reply, k, call))
+            if replies and self.free + rules.t_push != t_reply:
+                self.engine.after(t_reply - now, partial(self.reply, replies))
+                replies = []
+            t_reply = self.free + rules.t_push
+            replies.append((k, call))
+        self.engine.after(t_reply - now, partial(self.reply, replies))
 
-    def reply(self, k: int, call: Call) -> None:
-        """Update ``k``'s reply reaches its worker."""
-        self.engine.release(call)
-        self.engine.sink.round((k, PUSH, call.worker, call.t_post, self.engine.now, 1, 1, -1))
+    def reply(self, replies: list[tuple[int, Call]]) -> None:
+        """The replies of these updates reach their workers now, in update order."""
+        for k, call in replies:
+            self.engine.release(call)
+            self.engine.sink.round((k, PUSH, call.worker, call.t_post, self.engine.now, 1, 1, -1))
