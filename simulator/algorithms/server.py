@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 SERVERS = Key("servers", 1, POSITIVE_INT, "async-ps, easgd: shards of the parameter server (each n/servers bytes)")
 SERVER_GAMMA = Key(
-    "server_gamma", 0.0, NONNEG, "async-ps, easgd: seconds per byte a server shard takes to apply one push"
+    "server_gamma", 0.0, NONNEG, "async-ps, easgd: seconds per byte a server shard takes to serve one push"
 )
 PUSH = "push"  # the rounds table's kind of a server update
 
