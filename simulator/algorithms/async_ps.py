@@ -36,6 +36,12 @@ def served(it: pd.DataFrame, rounds: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     return rounds["initiator"].to_numpy(), last.to_numpy()
 
 
+def gradient(workload: Any, W: np.ndarray, j: int, n: int) -> np.ndarray:
+    """The gradient of worker ``j``'s iteration ``n`` on its copy ``W[j]``, as a 1 × d matrix."""
+    G, _ = workload.gradient(W[j : j + 1], workload.batches(np.array([j]), np.array([n])))
+    return G
+
+
 def update(
     rules: AsyncPsRules,
     workload: Any,
@@ -51,7 +57,7 @@ def update(
     P = rules.P
     server = np.array([P])
     for k, (j, n) in enumerate(zip(*served(it, rounds), strict=True)):
-        G, _ = workload.gradient(W[j : j + 1], workload.batches(np.array([j]), np.array([n])))
+        G = gradient(workload, W, j, n)
         note("applied", k, G[0])
         opt.step(W, G, server)
         W[j] = W[P]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.algorithms.async_ps import served
+from stragglerlab.simulator.algorithms.async_ps import gradient, served
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.lsgd import PULL
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
@@ -50,8 +50,7 @@ def update(
 
     def steps(j: int, last: int) -> None:
         for n in range(done[j], last):
-            G, _ = workload.gradient(W[j : j + 1], workload.batches(np.array([j]), np.array([n])))
-            opt.step(W, G, np.array([j]))
+            opt.step(W, gradient(workload, W, j, n), np.array([j]))
         done[j] = last
 
     for k, (j, n) in enumerate(zip(*served(it, rounds), strict=True)):
