@@ -10,7 +10,8 @@ consumes it; round m applies Σ(rows with ``round == m``) / D with D = P (``divi
 gradients summed (``contributors``). Rows of round −1 (dropped, or after the last exchange) are never applied. Every
 replica applies every round, so replicas stay identical. The other algorithms' updates are in their modules.
 
-Evaluations of the averaged model (worker −1), and of each replica with ``evals.replicas``, are taken at the start,
+Evaluations of the averaged model (worker −1: the mean of the replicas, or the central model of an algorithm that
+keeps one, a parameter server's), and of each replica with ``evals.replicas``, are taken at the start,
 after the first round completing at or past each multiple of ``evals.every_seconds`` (simulated) or of
 ``evals.every_iterations``, and at the end (after any trailing local steps). ``iteration`` is the iterations per
 worker that the evaluated model contains. ``observe(event, round, value)`` lets tests look inside: ``applied``
@@ -97,23 +98,26 @@ class Optimizer:
 class Evaluations:
     """Decides when to evaluate and produces the ``evals`` rows (t, iteration, worker, loss, accuracy)."""
 
-    def __init__(self, scenario: Scenario, workload):
+    def __init__(self, scenario: Scenario, workload, central: bool = False):
         e = scenario.evals
         self.workload, self.replicas = workload, e.replicas
+        self.central = central  # the matrix's last row is the central model, not a replica
         self.every_s, self.every_it = e.every_seconds, e.every_iterations
         self.next_s, self.next_it = e.every_seconds, e.every_iterations
-        self.last: tuple[float, int] | None = None  # (t, iteration) of the last evaluation
+        self.last: tuple[float, int] | None = None  # (t, iteration) of the last evaluation, if no round came since
 
     def rows(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
         self.last = (t, iteration)
-        out = [(t, iteration, -1, *self.workload.evaluate(W.mean(axis=0)))]
+        averaged = W[-1] if self.central else W.mean(axis=0)
+        out = [(t, iteration, -1, *self.workload.evaluate(averaged))]
         if self.replicas:
-            out += [(t, iteration, j, *self.workload.evaluate(W[j])) for j in range(len(W))]
+            out += [(t, iteration, j, *self.workload.evaluate(W[j])) for j in range(len(W) - self.central)]
         return out
 
     def after_round(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
         due = (self.every_it and iteration >= self.next_it) or (self.every_s and t >= self.next_s)
         if not due:
+            self.last = None  # the model has changed since the last evaluation
             return []
         if self.every_it:
             self.next_it = (iteration // self.every_it + 1) * self.every_it
@@ -133,16 +137,19 @@ def replay(
     iterations: pd.DataFrame,
     rounds: pd.DataFrame,
     observe: Observer | None = None,
+    central: bool = False,
 ) -> Iterator[tuple]:
     """Train ``workload`` along the schedule in the (finished) ``iterations`` and ``rounds`` tables with the
-    algorithm's ``update`` and ``rules``; yields the ``evals`` rows as they are computed."""
+    algorithm's ``update`` and ``rules``; yields the ``evals`` rows as they are computed. ``central``: the algorithm
+    keeps a central model (a parameter server's), row P of the replicas' matrix, which starts as every replica does
+    and is what the averaged model's evaluations (worker −1) evaluate."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)
     rounds = rounds.sort_values("round", kind="stable").reset_index(drop=True)
     P, N = scenario.workers, scenario.iterations
     if len(it) != P * N:
         raise ValueError(f"the replay needs the whole iterations table ({P * N} rows, got {len(it)})")
-    W = np.tile(workload.initial().astype(np.float64), (P, 1))
-    evals = Evaluations(scenario, workload)
+    W = np.tile(workload.initial().astype(np.float64), (P + central, 1))
+    evals = Evaluations(scenario, workload, central)
     carried = it[it["round"] >= 0]
     reached = (carried.groupby("round")["iteration"].max() + 1).reindex(range(len(rounds)), fill_value=0)
     note = observe or (lambda event, m, value: None)

@@ -116,9 +116,8 @@ def train(
     """The ``evals`` rows of training ``workload`` along a finished schedule of ``scenario`` (its ``iterations`` and
     ``rounds`` tables): the convergence replay with the algorithm's update."""
     record = algorithms.get(scenario.algorithm.name)
-    return replay(
-        scenario, record.rules(scenario, cost_model(scenario)), record.update, workload, iterations, rounds, observe
-    )
+    rules = record.rules(scenario, cost_model(scenario))
+    return replay(scenario, rules, record.update, workload, iterations, rounds, observe, central=record.central)
 
 
 def simulate(

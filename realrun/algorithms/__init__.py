@@ -5,5 +5,6 @@
 - :mod:`.wagma`: group model averaging through the native core (WAGMA-SGD);
 - :mod:`.torch_sync`: sync through ``torch.distributed`` (gloo on CPU, NCCL on GPU), the baseline a user would
   otherwise run (``stragglerlab run --backend torch``);
-- :mod:`.local_sgd` and :mod:`.lsgd`: model averaging and leader pulls with plain MPI collectives (mpi4py).
+- :mod:`.local_sgd` and :mod:`.lsgd`: model averaging and leader pulls with plain MPI collectives (mpi4py);
+- :mod:`.server`: a parameter server as a thread of rank 0, over plain MPI point to point (async-ps, EASGD).
 """

@@ -27,7 +27,8 @@ PERIOD = Key(
     "period",
     16,
     POSITIVE_INT,
-    "local-sgd: local steps between averages; lsgd: a local exchange every P·period iterations in all",
+    "local-sgd: local steps between averages; lsgd: a local exchange every P·period iterations in all; "
+    "easgd: every period-th iteration exchanges with the server",
 )
 
 

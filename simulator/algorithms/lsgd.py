@@ -34,7 +34,12 @@ if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
 GLOBAL_PERIOD = Key("global_period", 64, POSITIVE_INT, "a global exchange every P·global_period iterations in all")
-PULL = Key("pull", 0.1, FRACTION, "λ: the pull toward the best worker of the node, in [0, 1]")
+PULL = Key(
+    "pull",
+    0.1,
+    FRACTION,
+    "lsgd: λ, the pull toward the best worker of the node; easgd: a, the elastic pull between a worker and the server",
+)
 GLOBAL_PULL = Key("global_pull", 0.1, FRACTION, "λ_G: the pull toward the best worker overall, in [0, 1]")
 LOSS_WINDOW = 10  # the leader is chosen on the mean of each worker's last training losses
 LOCAL, GLOBAL = "local", "global"

@@ -49,3 +49,6 @@ class Algorithm:
     exchanges: Mapping[str, str]  # real-run backend -> "module:Class" of its exchange
     style: Style
     check: Callable[[Scenario, Fail], None] | None = None  # checks that involve other keys of the scenario
+    # a central model besides the P replicas (a parameter server's): the convergence replay keeps it as row P of its
+    # matrix, and evaluates it as the averaged model (worker -1)
+    central: bool = False

@@ -2,11 +2,13 @@
 sync closed form t_{n+1} = t_n + max_i c_{n,i} + T_ar computed with numpy on the same compute times.
 
     python tests/benchmarks/bench_engine.py [--workers 1024 65536] [--iterations 1000] [--reference-cap 1000000]
-                                            [--fast-only]
+                                            [--fast-only] [--algorithms async-ps easgd]
 
 All three draw the same common random numbers, so the ratio columns are measured side by side on one machine:
 ``fast/sync`` is each algorithm's fast-engine seconds over sync's, at the same size in the same run (target: every
-algorithm within 3x). The reference engine runs at most ``--reference-cap`` worker-iterations per cell (fewer
+algorithm within 3x), ``ref/sync`` its reference-engine rate over sync's. ``--algorithms`` picks the algorithms (sync
+always runs first, as the baseline); an algorithm without a fast kernel has only the reference columns. The reference
+engine runs at most ``--reference-cap`` worker-iterations per cell (fewer
 iterations at 65,536 workers), its rate being flat in the run length; ``--fast-only`` skips it. Both engines run as
 ``simulate`` runs them (``run_engine``), their rows only counted. Targets: reference >= 1 M/s (sync), >= 0.5 M/s
 (others); fast >= 100 M/s, and 65,536 workers x 1,000 iterations of eager-solo in <= 5 s.
@@ -19,6 +21,7 @@ import time
 
 import numpy as np
 
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.network import message_bytes
@@ -72,32 +75,40 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--reference-cap", type=int, default=1_000_000)
     parser.add_argument("--fast-only", action="store_true", help="skip the reference engine")
+    parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=ALGORITHMS)
     args = parser.parse_args()
     N = args.iterations
-    for name in ALGORITHMS:  # load the compiled kernels
-        rows_of(bench_scenario(8, 4, name), "fast")
+    names = ["sync", *(name for name in args.algorithms if name != "sync")]  # sync first: the others' baseline
+    fast = {name: algorithms.get(name).kernel is not None for name in names}
+    for name in names:  # load the compiled kernels
+        if fast[name]:
+            rows_of(bench_scenario(8, 4, name), "fast")
     print("# worker-iterations per second (random-delay imbalance); ratios measured side by side")
     print(
-        f"{'workers':>7} {'algorithm':<15} {'reference/s':>12} {'fast/s':>13} {'fast [s]':>9} {'fast/sync':>9} "
-        f"{'closed/s':>13} {'fast/ref':>9} {'fast/closed':>11}"
+        f"{'workers':>7} {'algorithm':<15} {'reference/s':>12} {'ref/sync':>8} {'fast/s':>13} {'fast [s]':>9} "
+        f"{'fast/sync':>9} {'closed/s':>13} {'fast/ref':>9} {'fast/closed':>11}"
     )
+    nan = float("nan")
     for P in args.workers:
-        sync_seconds = None
-        for name in ALGORITHMS:  # sync first: the others' times are compared with its
+        sync_seconds = sync_rate = None
+        for name in names:
             closed = closed_form_rate(P, N)
-            ref_rate = float("nan")
+            ref_rate = nan
             if not args.fast_only:
                 n_ref = max(1, min(N, args.reference_cap // P))
                 rows, ref_seconds = rows_of(bench_scenario(P, n_ref, name), "reference")
                 assert rows == P * n_ref
                 ref_rate = rows / ref_seconds
-            rows, seconds = rows_of(bench_scenario(P, N, name), "fast")
-            assert rows == P * N
+            sync_rate = sync_rate or ref_rate
+            seconds = fast_rate = nan
+            if fast[name]:
+                rows, seconds = rows_of(bench_scenario(P, N, name), "fast")
+                assert rows == P * N
+                fast_rate = P * N / seconds
             sync_seconds = sync_seconds or seconds
-            fast_rate = P * N / seconds
             print(
-                f"{P:>7} {name:<15} {ref_rate:12,.0f} {fast_rate:13,.0f} {seconds:9.2f} {seconds / sync_seconds:9.2f} "
-                f"{closed:13,.0f} {fast_rate / ref_rate:9.1f} {fast_rate / closed:11.3f}"
+                f"{P:>7} {name:<15} {ref_rate:12,.0f} {ref_rate / sync_rate:8.2f} {fast_rate:13,.0f} {seconds:9.2f} "
+                f"{seconds / sync_seconds:9.2f} {closed:13,.0f} {fast_rate / ref_rate:9.1f} {fast_rate / closed:11.3f}"
             )
 
 

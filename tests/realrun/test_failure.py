@@ -47,7 +47,8 @@ def _pid_of(folder, rank: int, deadline: float) -> int:
 
 
 @pytest.mark.parametrize("victim", [1, 0])
-def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_file, tmp_path, victim):
+@pytest.mark.parametrize("algorithm", ["eager-solo", "async-ps"])  # async-ps: rank 0 also runs the server's thread
+def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_file, tmp_path, victim, algorithm):
     out = tmp_path / "run"
     command = [
         sys.executable,
@@ -57,6 +58,8 @@ def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_fi
         str(scenario_file(SCENARIO)),
         "--np",
         "3",
+        "--set",
+        f"algorithm.name={algorithm}",
         "-o",
         str(out),
     ]

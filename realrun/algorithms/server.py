@@ -1,0 +1,171 @@
+"""``async-ps`` and ``easgd`` with plain MPI: a parameter server as a thread of rank 0.
+
+The server is one thread on rank 0 with its own duplicated communicator, as the simulator models it: P workers (rank
+0 computes too) and a server that takes one push at a time, in the order the pushes arrive, and answers each before
+taking the next. It starts from rank 0's initial model. A push is one message of the worker's vector (float32, the
+bytes the simulator charges); the reply is the server's answer with the update's index k (the ``round`` of the
+push, counted from 0) in its last 8 bytes. A worker waits for its reply and continues from it; its model is then
+``model_version`` k + 1. Each rank writes the ``rounds`` rows of its own pushes (kind ``push``, ``t_trigger`` its
+post, ``t_done`` the reply's arrival). Real runs have one server: ``algorithm.servers`` must be 1.
+
+- :class:`AsyncPsExchange`: every iteration pushes its gradient; the server steps its model with it (SGD with the
+  scenario's momentum and weight decay, its own momentum buffer) and replies with the new model, which the worker
+  loads.
+- :class:`EasgdExchange`: every iteration steps locally; every ``period``-th pushes the worker's model x, the
+  server replies with d = a(x − w̃) and sets w̃ ← w̃ + d, the worker sets x ← x − d. A local step's round is its
+  worker's next push (−1 after the last).
+
+Rank 0's evaluations are of its own replica (worker 0), not of the server's model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+from stragglerlab.simulator.algorithms.server import PUSH
+from stragglerlab.simulator.convergence import sgd
+
+PUSH_TAG, REPLY_TAG = 21, 22
+#: the server's answer to a push: (the server's model, which it may change in place; the pushed vector) -> reply
+Serve = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class ParameterServer:
+    """Rank 0's thread: serves ``pushes`` pushes, one at a time, in the order they arrive."""
+
+    def __init__(self, comm, w0: np.ndarray, pushes: int, serve: Serve):
+        self.comm, self.w, self.pushes, self.serve = comm, w0.astype(np.float64), pushes, serve
+        self.thread = threading.Thread(target=self._run, name="stragglerlab-parameter-server", daemon=True)
+
+    def _run(self) -> None:
+        from mpi4py import MPI
+
+        d = len(self.w)
+        pushed = np.zeros(d, dtype=np.float32)
+        reply = np.zeros(d + 2, dtype=np.float32)
+        status = MPI.Status()
+        for k in range(self.pushes):
+            pending = self.comm.Irecv(pushed, source=MPI.ANY_SOURCE, tag=PUSH_TAG)
+            pause = 1e-5
+            while not pending.Test(status):
+                time.sleep(pause)
+                pause = min(pause * 2, 2e-4)
+            reply[:d] = self.serve(self.w, pushed.astype(np.float64))
+            reply[d:].view(np.int64)[0] = k
+            self.comm.Send(reply, dest=status.Get_source(), tag=REPLY_TAG)
+
+
+class ServerExchange(Exchange):
+    """A worker's side: local steps and pushes by the rules' stride; subclasses say what is pushed and what the
+    server and the worker do with it."""
+
+    identical = False
+
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+        self.link = comm.Dup()
+        self.reply = np.zeros(self.d + 2, dtype=np.float32)
+        self.version = 0
+        self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, version) of local steps until their push
+        self.server = None
+        if self.rank == 0:
+            pushes = self.size * (rules.N // rules.stride)
+            self.server = ParameterServer(self.link, self.replica.host(self.replica.params()), pushes, self.serve)
+            self.server.thread.start()
+
+    @classmethod
+    def check(cls, scenario, replica):
+        if scenario.algorithm.servers != 1:
+            raise UserError(
+                f"algorithm.servers = {scenario.algorithm.servers}: real runs have one server "
+                "(a thread of rank 0); --set algorithm.servers=1"
+            )
+
+    def serve(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def pushed(self, g) -> np.ndarray:
+        """What this worker pushes after computing ``g`` (and taking its local step, if any)."""
+        raise NotImplementedError
+
+    def received(self, reply: np.ndarray) -> None:
+        """Apply the server's reply to this worker's model."""
+        raise NotImplementedError
+
+    def local_step(self, g) -> None:
+        """The worker's own step with ``g`` before it pushes (or instead of pushing)."""
+
+    def iteration(self, n, g, loss, t_start, t_post):
+        self.local_step(g)
+        if not self.rules.exchanges(n):
+            self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
+            return None
+        self.link.Send(self.pushed(g), dest=0, tag=PUSH_TAG)
+        self.link.Recv(self.reply, source=0, tag=REPLY_TAG)
+        k = int(self.reply[self.d :].view(np.int64)[0])
+        self.received(self.reply[: self.d])
+        t_done = self.clock.now()
+        for step in self.waiting:
+            self._emit(step, k)
+        self.waiting.clear()
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, k, self.version, True))
+        self.sink("rounds", (k, PUSH, self.rank, t_post, t_done, 1, 1, -1))
+        self.version = k + 1
+        return t_done, n + 1
+
+    def _emit(self, step: tuple, round_: int) -> None:
+        n, t_start, t_post, t_done, version = step
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0))
+
+    def close(self):
+        for step in self.waiting:
+            self._emit(step, -1)
+        self.waiting.clear()
+        if self.server is not None:
+            self.server.thread.join()
+        self.comm.Barrier()
+        self.link.Free()
+
+
+class AsyncPsExchange(ServerExchange):
+    """Push the gradient; load the server's new model."""
+
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        a = scenario.algorithm
+        self.lr, self.momentum, self.weight_decay = a.lr, a.momentum, a.weight_decay
+        self.buf = None  # the server's momentum buffer
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+
+    def serve(self, w, g):
+        self.buf = sgd(w, g, self.buf, self.lr, self.momentum, self.weight_decay)
+        return w
+
+    def pushed(self, g):
+        return self.replica.host(g)
+
+    def received(self, reply):
+        self.replica.load(reply)
+
+
+class EasgdExchange(ServerExchange):
+    """Step locally; push the model; move it by the elastic difference the server returns."""
+
+    def serve(self, w, x):
+        d = self.rules.pull * (x - w)
+        w += d
+        return d
+
+    def local_step(self, g):
+        self.replica.step(g)
+
+    def pushed(self, g):
+        return self.replica.host(self.replica.params())
+
+    def received(self, reply):
+        self.replica.load(self.replica.host(self.replica.params()) - reply)

@@ -1,0 +1,107 @@
+"""The parameter server that ``async-ps`` and ``easgd`` exchange with: its keys, its timing rule and the reference
+engine's process.
+
+The server is ``servers`` shards, each holding n/servers bytes of the n-byte model; every shard is alike, so one
+FIFO queue models them all. A worker's exchange sends its shard-sized pushes at its post: they arrive at
+``t_post + p2p(n/servers)``, are served one at a time in arrival order (pushes arriving at one instant in worker
+order), each for ``(n/servers)·server_gamma`` seconds, and the reply (the server's model) reaches the worker
+``p2p(n/servers)`` after its service ends: that is the worker's ``t_done``. Each service is one server update, one
+``rounds`` row of kind ``push`` whose initiator is the worker.
+
+Server updates are counted from 0: update k is ``round`` k of the iterations it carries, and a worker's model after
+update k's reply is ``model_version`` k + 1 (the server's model holds k + 1 updates then), so ``staleness`` is the
+number of updates the server applied between the model a worker computed on and its own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING
+
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.keys import NONNEG, POSITIVE_INT, Key
+from stragglerlab.simulator.network import message_bytes
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+SERVERS = Key("servers", 1, POSITIVE_INT, "async-ps, easgd: shards of the parameter server (each n/servers bytes)")
+SERVER_GAMMA = Key(
+    "server_gamma", 0.0, NONNEG, "async-ps, easgd: seconds per byte a server shard takes to serve one push"
+)
+PUSH = "push"  # the rounds table's kind of a server update
+
+
+class ServerRules:
+    """Which iterations exchange with the server (every ``stride``-th) and what an exchange costs."""
+
+    def __init__(self, scenario: Scenario, costs: CostModel, stride: int = 1):
+        a = scenario.algorithm
+        self.P, self.N = scenario.workers, scenario.iterations
+        self.stride = stride
+        self.shard = message_bytes(scenario) / a.servers  # bytes each message carries
+        self.t_push = costs.p2p(self.shard)  # a push's way to the server, and the reply's back
+        self.t_service = self.shard * a.server_gamma  # the server applying one push
+        self.update = scenario.workload.update  # the optimizer step after each iteration
+
+    def exchanges(self, n: int) -> bool:
+        """Whether iteration ``n`` ends with an exchange with the server (else it is a local step)."""
+        return (n + 1) % self.stride == 0
+
+
+class ServerProcess:
+    """The reference engine's side: the FIFO server. Local steps are released at their post; a push is queued at
+    its arrival, pushes of one arrival instant in worker order, and served as soon as the server is free."""
+
+    def __init__(self, rules: ServerRules, engine: Engine):
+        self.rules, self.engine = rules, engine
+        self.version = [0] * rules.P  # server updates in each worker's model
+        self.local: list[list[Call]] = [[] for _ in range(rules.P)]  # local steps waiting for their exchange
+        self.arriving: deque[list[Call]] = deque()  # pushes on their way, grouped by arrival instant
+        self.last_arrival = -1.0
+        self.free = 0.0  # when the server has served every push that arrived so far
+        self.updates = 0
+
+    def post(self, call: Call) -> None:
+        rules, engine = self.rules, self.engine
+        call.model_version = self.version[call.worker]
+        if not rules.exchanges(call.iteration):
+            self.local[call.worker].append(call)
+            engine.release(call, applied=False)
+            return
+        arrival = engine.now + rules.t_push
+        if self.arriving and arrival == self.last_arrival:
+            self.arriving[-1].append(call)
+            return
+        self.arriving.append([call])
+        self.last_arrival = arrival
+        engine.after(rules.t_push, self.serve)
+
+    def serve(self) -> None:
+        """The pushes arriving now join the queue in worker order; each is served when the server is free. Replies
+        that reach their workers at one instant (services of no length) share one scheduled event."""
+        rules, now = self.rules, self.engine.now
+        replies: list[tuple[int, Call]] = []  # (update, call) of the replies due at t_reply
+        t_reply = now
+        for call in sorted(self.arriving.popleft(), key=lambda c: c.worker):
+            k, i = self.updates, call.worker
+            self.updates += 1
+            self.free = max(now, self.free) + rules.t_service
+            for carried in (*self.local[i], call):
+                carried.round, carried.fresh, carried.final = k, True, True
+            self.local[i].clear()
+            self.version[i] = k + 1
+            if replies and self.free + rules.t_push != t_reply:
+                self.engine.after(t_reply - now, partial(self.reply, replies))
+                replies = []
+            t_reply = self.free + rules.t_push
+            replies.append((k, call))
+        self.engine.after(t_reply - now, partial(self.reply, replies))
+
+    def reply(self, replies: list[tuple[int, Call]]) -> None:
+        """The replies of these updates reach their workers now, in update order."""
+        for k, call in replies:
+            self.engine.release(call)
+            self.engine.sink.round((k, PUSH, call.worker, call.t_post, self.engine.now, 1, 1, -1))
