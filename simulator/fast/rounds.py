@@ -34,6 +34,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
     is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
     t_exchange = np.array([rules.exchange_time(m) for m in rounds], dtype=np.float64)
     initiator = np.array([-1 if is_sync[m] else rules.fixed_initiator(m) for m in rounds], dtype=np.int64)
+    quorum = np.array([rules.quorum(m) for m in rounds], dtype=np.int64)
     kind = np.array([rules.kind(m) for m in rounds], dtype=object)
     group = np.array([rules.group(m) for m in rounds], dtype=np.int64)
     window = fast.window(max(fast.window_size(stride), 2 * stride))
@@ -66,6 +67,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             is_sync,
             t_exchange,
             initiator,
+            quorum,
             rules.t_act,
             stride,
             LATE[rules.late],
@@ -134,6 +136,7 @@ def round_kernel(
     is_sync,
     t_exchange,
     fixed_initiator,
+    quorum,
     t_act,
     stride,
     late_mode,
@@ -172,11 +175,9 @@ def round_kernel(
         first = m * stride
         call = first + stride - 1
         k = call - base
-        # local steps (local SGD), then the post of call m; the trigger on the way: the last post (synchronous,
-        # the highest rank among ties), the first post (the lowest rank among ties) or the fixed initiator's post
+        # local steps (local SGD), then the post of call m; the trigger: the fixed initiator's post, else the
+        # quorum-th post (the last of all for a synchronous round)
         sync = is_sync[m]
-        initiator = -1 if sync else fixed_initiator[m]
-        pick = initiator < 0
         _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m, update)
         for i in range(P):
             t = t_start[i]
@@ -185,9 +186,8 @@ def round_kernel(
             r_post[k, i] = t
             if m == 0:
                 first_post[i] = t
-            if pick and (i == 0 or (t >= r_post[k, initiator] if sync else t < r_post[k, initiator])):
-                initiator = i
         posts = r_post[k]
+        initiator = fixed_initiator[m] if fixed_initiator[m] >= 0 else kth_post(posts, quorum[m])
         t_trigger = posts[initiator]
         x = t_trigger if sync else t_trigger + t_act
         done = (
@@ -240,6 +240,28 @@ def round_kernel(
         written += 1
         state[S_ROUND] = m + 1
     return DONE, written
+
+
+@njit(cache=True)
+def kth_post(posts, q):
+    """The worker whose post is the ``q``-th (from 1) in the order of time, ties in worker order: a linear scan for
+    the first and the last, else one selection."""
+    P = posts.shape[0]
+    best = 0
+    if q == 1 or q == P:
+        for i in range(1, P):
+            if (posts[i] < posts[best]) if q == 1 else (posts[i] >= posts[best]):
+                best = i
+        return best
+    at = np.partition(posts, q - 1)[q - 1]
+    need = q - np.count_nonzero(posts < at)  # the need-th worker, in worker order, of those posting at ``at``
+    for i in range(P):
+        if posts[i] == at:
+            need -= 1
+            if need == 0:
+                best = i
+                break
+    return best
 
 
 @njit(cache=True)
