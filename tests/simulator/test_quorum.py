@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from stragglerlab.simulator.fast.rounds import kth_post
 from stragglerlab.simulator.keys import ScenarioError
 from tests.helpers import run_tables, scenario
 
@@ -155,3 +156,13 @@ def test_bad_quorums_are_one_line_errors(value, words):
         quorum(value)
     message = str(err.value)
     assert words in message and "\n" not in message
+
+
+def test_the_fast_engines_selection_finds_the_kth_post_among_ties():
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 3, 7, 64, 513):
+        for spread in (2, 5, 1000):  # few distinct times: long runs of ties
+            posts = rng.integers(0, spread, size).astype(float)
+            order = np.lexsort((np.arange(size), posts))  # by time, then worker
+            for q in {q for q in (1, 2, size // 2, size - 1, size) if 1 <= q <= size}:
+                assert kth_post(posts, q, np.zeros(size)) == order[q - 1], (size, spread, q)
