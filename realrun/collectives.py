@@ -19,7 +19,7 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import SCHEMAS
 from stragglerlab.realrun.build import build
 
-KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3}
+KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3, "quorum": 4}
 LATE = {"accumulate": 0, "drop": 1}
 DIVIDE_BY = {"workers": 0, "contributors": 1}
 ROUND_KINDS = ("sync", "async", "group", "average")
@@ -35,6 +35,7 @@ class _Options(ctypes.Structure):
         ("sync_period", ctypes.c_uint64),
         ("seed", ctypes.c_uint64),
         ("ring_min_bytes", ctypes.c_size_t),
+        ("quorum", ctypes.c_int),
     ]
 
 
@@ -144,7 +145,7 @@ class Collective:
 
     Parameters
     ----------
-    kind : "sync" | "eager-solo" | "eager-majority" | "wagma"
+    kind : "sync" | "eager-solo" | "eager-majority" | "wagma" | "quorum"
     count : int
         Elements (float32) of every contribution and result.
     comm : mpi4py communicator (duplicated inside; MPI must run with MPI_THREAD_MULTIPLE)
@@ -161,6 +162,9 @@ class Collective:
     ring_min_bytes : int
         Contributions of at least this many bytes are reduced by the ring, smaller ones by recursive doubling
         (0: 128 KiB).
+    quorum : int or None
+        quorum: the k-th post of a call activates its round, 1 <= k <= the ranks (1: as eager-solo); None: half the
+        ranks, rounded up. Other kinds ignore it.
     """
 
     def __init__(
@@ -175,6 +179,7 @@ class Collective:
         seed: int = 0,
         group_size: int = 2,
         ring_min_bytes: int = 0,
+        quorum: int | None = None,
     ) -> None:
         options = _Options(
             kind=_choice("kind", kind, KINDS),
@@ -194,6 +199,10 @@ class Collective:
         if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
             raise UserError("the native core needs MPI initialised with MPI_THREAD_MULTIPLE")
         self.size = comm.Get_size()
+        if quorum is not None:
+            options.quorum = _integer("quorum", quorum, 1)
+            if quorum > self.size:
+                raise ValueError(f"quorum={quorum!r} must be at most the {self.size} ranks of the communicator")
         self._lib = _library(comm)
         handle = ctypes.c_void_p()
         self._check(self._lib.pcoll_create(comm.py2f(), self.count, ctypes.byref(options), ctypes.byref(handle)))

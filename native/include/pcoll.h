@@ -3,8 +3,8 @@
  *
  * A handle runs a sequence of rounds: on every rank, call n is pcoll_post(contribution n) then pcoll_wait(result
  * of round n). What a round waits for depends on the kind: every rank (sync), the first poster anywhere
- * (eager-solo), one rank drawn per round (eager-majority), or the first poster with a reduction inside butterfly
- * groups (wagma). A progress thread drives rounds while the application computes; pcoll_wait drives them itself.
+ * (eager-solo), one rank drawn per round (eager-majority), the first poster with a reduction inside butterfly
+ * groups (wagma), or the k-th poster anywhere (quorum). A progress thread drives rounds while the application computes; pcoll_wait drives them itself.
  * MPI must be initialised with MPI_THREAD_MULTIPLE. Every function returns a pcoll_status code.
  */
 #ifndef PCOLL_H
@@ -25,7 +25,7 @@ typedef struct pcoll pcoll_t;
  * 2 (P - 1), most of all where ranks share cores. */
 #define PCOLL_RING_MIN_BYTES (128 * 1024)
 
-enum pcoll_kind { PCOLL_SYNC = 0, PCOLL_SOLO = 1, PCOLL_MAJORITY = 2, PCOLL_WAGMA = 3 };
+enum pcoll_kind { PCOLL_SYNC = 0, PCOLL_SOLO = 1, PCOLL_MAJORITY = 2, PCOLL_WAGMA = 3, PCOLL_QUORUM = 4 };
 enum pcoll_late { PCOLL_LATE_ACCUMULATE = 0, PCOLL_LATE_DROP = 1 };
 enum pcoll_divide { PCOLL_DIVIDE_WORKERS = 0, PCOLL_DIVIDE_CONTRIBUTORS = 1 };
 enum pcoll_round_kind { PCOLL_ROUND_SYNC = 0, PCOLL_ROUND_ASYNC = 1, PCOLL_ROUND_GROUP = 2, PCOLL_ROUND_AVERAGE = 3 };
@@ -48,13 +48,16 @@ typedef struct pcoll_options {
     uint64_t seed;          /* eager-majority: the initiator generator's seed, the same on every rank */
     size_t ring_min_bytes;  /* contributions of at least this many bytes are reduced by the ring, smaller ones
                                by recursive doubling; 0 means PCOLL_RING_MIN_BYTES */
+    int quorum;             /* quorum: the k-th post of call n activates round n, 1 <= k <= P (1: as eager-solo);
+                               0 means ceil(P / 2); other kinds ignore it */
 } pcoll_options;
 
 /* One round as this rank saw it (times in seconds since pcoll_create, aligned across ranks at creation). */
 typedef struct pcoll_round {
     uint64_t round;     /* round id n */
     int kind;           /* enum pcoll_round_kind */
-    int initiator;      /* rank whose post activated it; sync rounds: the last to post; -1 if unknown */
+    int initiator;      /* rank whose post activated it (quorum: the k-th post); sync rounds: the last to post;
+                           -1 if unknown */
     int group;          /* wagma: butterfly phase of a group round; -1 when the round spans all ranks */
     int contributors;   /* ranks (of this rank's group) that contributed anything */
     int fresh;          /* of those, ranks whose own call n made it in */

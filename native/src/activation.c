@@ -1,11 +1,14 @@
 /*
- * activation.c: activation tokens. A rank whose post activates round n sends a token carrying the 64-bit id n
- * straight to every other rank (P - 1 small sends, so concurrent activators of one round need no forwarding and
- * merge trivially); every rank keeps a receive of tokens standing for each peer (a receive from MPI_ANY_SOURCE costs
- * far more per poll in MPICH). A token for round m means every round < m
- * was activated too (the activator completed round m - 1, which some post of call m - 1 must have activated), so a
- * rank keeps only the watermark "rounds < activated are activated" and ignores duplicates below it. Sent and
- * received tokens are counted per peer so that close can drain the ones still in flight.
+ * activation.c: activation tokens. A rank whose post counts towards activating round n sends a token carrying the
+ * 64-bit id n straight to every other rank (P - 1 small sends, so concurrent posters of one round need no
+ * forwarding and merge trivially); every rank keeps a receive of tokens standing for each peer (a receive from
+ * MPI_ANY_SOURCE costs far more per poll in MPICH). A token for round m means every round < m was activated too (its
+ * sender completed round m - 1, which some post of call m - 1 must have activated), so a rank keeps only the
+ * watermark "rounds < activated are activated" and ignores tokens below it. Round m itself is activated once
+ * c->quorum posts of call m are known here (the rank's own and tokens): one for every kind but quorum. Tokens of
+ * call m are counted only while activated == m, and a token of a later call raises the watermark past m, so one
+ * counter suffices. Sent and received tokens are counted per peer so that close can drain the ones still in
+ * flight.
  */
 #include "internal.h"
 
@@ -55,6 +58,21 @@ int pcoll_tokens_send(pcoll_t *c, uint64_t n)
     return PCOLL_OK;
 }
 
+/* One more counting post of call n known here, this rank's own or a peer's token (n >= c->activated): its poster
+ * completed round n - 1, so every round < n was activated. Returns 1 if it completes the quorum: round n is
+ * activated too. */
+int pcoll_tokens_count(pcoll_t *c, uint64_t n)
+{
+    c->activated = n;
+    if (c->counted_round != n + 1) {
+        c->counted_round = n + 1;
+        c->counted = 0;
+    }
+    if (++c->counted < c->quorum) return 0;
+    c->activated = n + 1;
+    return 1;
+}
+
 /* Move the batches whose sends all completed to the free list. */
 static int reap_sent(pcoll_t *c)
 {
@@ -83,8 +101,7 @@ int pcoll_tokens_poll(pcoll_t *c, int *did)
         int src = c->token_done[i];
         *did = 1;
         c->tokens_received[src]++;
-        if (c->token_in[src] >= c->activated) {
-            c->activated = c->token_in[src] + 1;
+        if (c->token_in[src] >= c->activated && pcoll_tokens_count(c, c->token_in[src])) {
             c->hint_round = c->token_in[src] + 1;
             c->hint_src = src;
             c->hint_time = pcoll_now(c);

@@ -35,6 +35,7 @@ static const struct pcoll_kind_ops *kind_ops(int kind)
     case PCOLL_SOLO: return &pcoll_solo_ops;
     case PCOLL_MAJORITY: return &pcoll_majority_ops;
     case PCOLL_WAGMA: return &pcoll_wagma_ops;
+    case PCOLL_QUORUM: return &pcoll_quorum_ops;
     default: return NULL;
     }
 }
@@ -86,7 +87,7 @@ static int valid_options(const pcoll_options *o)
 {
     return kind_ops(o->kind) && (o->late == PCOLL_LATE_ACCUMULATE || o->late == PCOLL_LATE_DROP) &&
            (o->divide_by == PCOLL_DIVIDE_WORKERS || o->divide_by == PCOLL_DIVIDE_CONTRIBUTORS) &&
-           o->group_size >= 1;
+           o->group_size >= 1 && o->quorum >= 0;
 }
 
 /* Set c->t0 so that times since creation agree across ranks: rank 0 answers a few ping-pongs from each rank in
@@ -148,7 +149,8 @@ int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t
     MPI_Comm_size(c->comm, &c->size);
     c->len = count + (size_t)META_WIDTH * (size_t)c->size;
     c->mask_words = ((size_t)c->size + 63) / 64;
-    int rc = c->len > INT_MAX ? PCOLL_ERR_ARG : allocate(c) ? PCOLL_OK : PCOLL_ERR_NOMEM;
+    c->quorum = c->ops->quorum ? c->ops->quorum(c) : 1;
+    int rc = c->len > INT_MAX || c->quorum > c->size ? PCOLL_ERR_ARG : allocate(c) ? PCOLL_OK : PCOLL_ERR_NOMEM;
     if (rc == PCOLL_OK && align_clock(c) != MPI_SUCCESS) rc = PCOLL_ERR_MPI;
     if (rc == PCOLL_OK) rc = pcoll_tokens_init(c);
     if (rc == PCOLL_OK) rc = pcoll_start_thread(c);
@@ -174,14 +176,13 @@ int pcoll_post(pcoll_t *c, const float *contribution)
     } else {
         uint64_t n = c->posts;
         int late = c->cur > n || (c->in_round && c->cur == n), did = 0;
-        int activates = !late && !c->ops->is_sync(c, n) && c->ops->activates(c, n);
+        int counts = !late && !c->ops->is_sync(c, n) && c->ops->activates(c, n);
         c->t_post = pcoll_now(c);
-        /* A token already here means another rank activated round n first: no need to send ours. Ours goes out
-         * before the copy-in, so that the other ranks start while it runs. */
-        if (activates && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
-        if (rc == PCOLL_OK && activates && c->activated <= n) {
-            c->activated = n + 1;
-            c->self_activated = n + 1;
+        /* Tokens already here may mean that round n is activated: no need to send ours (every rank receives the
+         * tokens that activated it). Ours goes out before the copy-in, so that the other ranks start while it runs. */
+        if (counts && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
+        if (rc == PCOLL_OK && counts && c->activated <= n) {
+            if (pcoll_tokens_count(c, n)) c->self_activated = n + 1;
             rc = pcoll_tokens_send(c, n);
         }
         if (late && c->ops->late) {

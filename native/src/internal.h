@@ -3,8 +3,8 @@
  *
  * One struct pcoll holds all mutable state (there is no other). c->lock guards every field below "guarded" and
  * every MPI call on c->comm; whichever thread holds it drives progress (pcoll_progress). The kinds differ only in
- * the hooks of struct pcoll_kind_ops (sync.c, solo.c, majority.c, wagma.c); the round driver (progress.c), the
- * activation tokens (activation.c) and the allreduce schedules (allreduce.c) are shared.
+ * the hooks of struct pcoll_kind_ops (sync.c, solo.c, majority.c, wagma.c, quorum.c); the round driver
+ * (progress.c), the activation tokens (activation.c) and the allreduce schedules (allreduce.c) are shared.
  */
 #ifndef PCOLL_INTERNAL_H
 #define PCOLL_INTERNAL_H
@@ -33,8 +33,14 @@ struct pcoll_take {
 struct pcoll_kind_ops {
     /* Round n waits for every rank's post of call n (no activation token). */
     int (*is_sync)(const pcoll_t *c, uint64_t n);
-    /* This rank's post of call n activates (non-sync) round n. */
+    /* This rank's post of call n counts towards activating (non-sync) round n: unless the round is known to be
+     * activated already, it sends a token to every other rank, and c->quorum such posts activate it. */
     int (*activates)(const pcoll_t *c, uint64_t n);
+    /* How many counting posts of a call activate its round, 1 <= k <= size, fixed at creation; NULL: 1. */
+    int (*quorum)(const pcoll_t *c);
+    /* The initiator of a non-sync round from its reduced metadata (meta: META_WIDTH floats per rank) and its post
+     * time into *t; NULL: the activator with the earliest post. */
+    int (*initiator)(const pcoll_t *c, const float *meta, double *t);
     /* Point c->src at this rank's contribution to round n, count floats that stay unchanged until the round
      * completes (c->work, filled here, or a buffer of the kind's own); under the lock. */
     void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
@@ -48,7 +54,8 @@ struct pcoll_kind_ops {
     int sync_kind, async_kind; /* enum pcoll_round_kind of synchronous and other rounds */
 };
 
-extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops;
+extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops,
+    pcoll_quorum_ops;
 
 /* The vectors a schedule step names (resolved when the step is posted): the rank's own contribution, the partial
  * sums, where the round's result goes (c->work, or the waiting application's buffer). Summing steps receive into
@@ -120,7 +127,10 @@ struct pcoll {
     int pending_grads;
     double t_post;              /* time of the last post */
 
+    int quorum;                 /* counting posts of a call that activate its round (ops->quorum) */
     uint64_t activated;         /* rounds < activated are known to be activated */
+    uint64_t counted_round;     /* 1 + the round whose counting posts are being counted (0: none) */
+    int counted;                /* counting posts of that round's call known here */
     uint64_t self_activated;    /* 1 + the last round this rank's own post activated (0: none) */
     uint64_t hint_round;        /* 1 + the round named by the latest token that raised activated (0: none) */
     int hint_src;
@@ -175,6 +185,7 @@ void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n);
 /* activation.c */
 int pcoll_tokens_init(pcoll_t *c);
 int pcoll_tokens_send(pcoll_t *c, uint64_t n);
+int pcoll_tokens_count(pcoll_t *c, uint64_t n);
 int pcoll_tokens_poll(pcoll_t *c, int *did);
 int pcoll_tokens_drain(pcoll_t *c);
 void pcoll_tokens_free(pcoll_t *c);

@@ -162,6 +162,8 @@ static int finish_round(pcoll_t *c)
     r->round = c->cur;
     r->group = c->group;
     summarise(c, r, c->masks + c->nrecords * c->mask_words);
+    if (c->ops->initiator && !c->ops->is_sync(c, c->cur))
+        r->initiator = c->ops->initiator(c, c->work + c->count, &r->t_trigger);
     r->t_done = pcoll_now(c);
     struct pcoll_result *q = &c->results[(c->results_head + c->results_count) % c->results_cap];
     if (!c->dst) { /* recursive doubling, or a group of one: the result is formed here */

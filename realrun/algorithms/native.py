@@ -1,5 +1,5 @@
 """Rounds through the native core's partial collectives (docs/native.md): what every native exchange shares, and the
-gradient-averaging exchange of sync and eager-SGD.
+gradient-averaging exchange of sync, eager-SGD and quorum.
 
 Each contribution carries P trailing *probe* slots, riding along with the real vector: rank r writes its iteration
 + 1 into slot r. A round's result then says exactly which of this rank's calls it carried, so the ``iterations``
@@ -100,10 +100,12 @@ class NativeRounds(Exchange):
 
 
 class GradientExchange(NativeRounds):
-    """sync and eager-SGD: gradients are summed, the rank steps with the round's Σ/P or Σ/D."""
+    """sync, eager-SGD and quorum: gradients are summed, the rank steps with the round's Σ/P or Σ/D (the rules add
+    the options of their kind, such as quorum's k)."""
 
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
-        super().__init__(scenario, rules, comm, replica, clock, sink, late=rules.late, divide_by=rules.divide_by)
+        options = {"late": rules.late, "divide_by": rules.divide_by, **rules.native_options()}
+        super().__init__(scenario, rules, comm, replica, clock, sink, **options)
         self.late = rules.late
         self.by_workers = rules.divide_by == "workers"
 

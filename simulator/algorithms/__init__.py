@@ -9,7 +9,7 @@ Nothing else in the toolkit looks at an algorithm's name. Adding an algorithm is
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms import async_ps, eager, easgd, local_sgd, lsgd, sync, wagma
+from stragglerlab.simulator.algorithms import async_ps, eager, easgd, local_sgd, lsgd, quorum, sync, wagma
 from stragglerlab.simulator.algorithms.record import Algorithm
 from stragglerlab.simulator.keys import Key, ScenarioError
 
@@ -21,7 +21,8 @@ RECORDS: tuple[Algorithm, ...] = (
     wagma.RECORD,
     lsgd.RECORD,
     local_sgd.RECORD,
-    # the parameter-server baselines
+    # baselines the papers measure against: backup workers, parameter servers
+    quorum.RECORD,
     async_ps.RECORD,
     easgd.RECORD,
 )

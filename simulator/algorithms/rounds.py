@@ -17,7 +17,7 @@ The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,8 +70,13 @@ class RoundRules:
         return self.sync_kind if self.synchronous(m) else self.async_kind
 
     def fixed_initiator(self, m: int) -> int:
-        """The only worker whose post can trigger asynchronous round ``m``; -1: whoever posts first."""
+        """The only worker whose post can trigger asynchronous round ``m``; -1: the :meth:`quorum`-th poster."""
         return -1
+
+    def quorum(self, m: int) -> int:
+        """How many posts of call ``m`` trigger round ``m`` (the posts of one instant count in worker order): all P
+        for a synchronous round, else the first one."""
+        return self.P if self.synchronous(m) else 1
 
     def exchange_time(self, m: int) -> float:
         """Seconds of round ``m``'s data exchange."""
@@ -85,6 +90,10 @@ class RoundRules:
     def group(self, m: int) -> int:
         """The ``group`` column of round ``m``: -1 when it spans every worker."""
         return -1
+
+    def native_options(self) -> dict[str, Any]:
+        """Options of the native core's collective that the rules set beyond the ones every exchange passes."""
+        return {}
 
 
 class Round:
@@ -148,16 +157,19 @@ class RoundProcess:
                 if call.worker not in r.pending:
                     r.contributors += 1
                 r.waiting.append(call)
-                if not r.triggered and (r.posted == rules.P if rules.synchronous(m) else self.activates(call, m)):
+                if not r.triggered and self.activates(call, r):
                     self.trigger(r, call.worker)
             else:
                 self.late(call, self.next_open(m))
                 r.waiting.append(call)
         self.settle(call)
 
-    def activates(self, call: Call, m: int) -> bool:
-        """Whether this post triggers asynchronous round ``m`` (not yet triggered)."""
-        return self.rules.fixed_initiator(m) in (-1, call.worker)
+    def activates(self, call: Call, r: Round) -> bool:
+        """Whether this fresh post triggers round ``r`` (not yet triggered): the fixed initiator's post, else the
+        ``quorum``-th fresh post (every round's posts are fresh until it is triggered)."""
+        rules, m = self.rules, r.index
+        fixed = -1 if rules.synchronous(m) else rules.fixed_initiator(m)
+        return call.worker == fixed if fixed >= 0 else r.posted == rules.quorum(m)
 
     def late(self, call: Call, target: int | None) -> None:
         """A late post: ``target`` is the first round whose exchange has not started yet (None: there is none)."""

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 #: the late rules as the kernel knows them
 LATE = {"accumulate": 0, "drop": 1, "deposit": 2}
 ACCUMULATE, DROP, DEPOSIT = LATE.values()
+#: buckets of the histogram that narrows the selection of a round's trigger
+_BUCKETS = 1 << 14
 # state of the kernel (int64 array)
 S_ROUND, S_BASE = 0, 1
 
@@ -34,11 +36,12 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
     is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
     t_exchange = np.array([rules.exchange_time(m) for m in rounds], dtype=np.float64)
     initiator = np.array([-1 if is_sync[m] else rules.fixed_initiator(m) for m in rounds], dtype=np.int64)
+    quorum = np.array([rules.quorum(m) for m in rounds], dtype=np.int64)
     kind = np.array([rules.kind(m) for m in rounds], dtype=object)
     group = np.array([rules.group(m) for m in rounds], dtype=np.int64)
     window = fast.window(max(fast.window_size(stride), 2 * stride))
     state = np.zeros(2, dtype=np.int64)
-    t_start, first_post = np.zeros(P), np.full(P, np.inf)
+    t_start, first_post, scratch = np.zeros(P), np.full(P, np.inf), np.zeros(P)
     depth = max(8, rules.sync_period + 2)
     pend_n, pend_t = np.zeros((P, depth), dtype=np.int64), np.zeros((P, depth))
     pend_head, pend_len = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
@@ -53,6 +56,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             state,
             t_start,
             first_post,
+            scratch,
             pend_n,
             pend_t,
             pend_head,
@@ -66,6 +70,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             is_sync,
             t_exchange,
             initiator,
+            quorum,
             rules.t_act,
             stride,
             LATE[rules.late],
@@ -121,6 +126,7 @@ def round_kernel(
     state,
     t_start,
     first_post,
+    scratch,
     pend_n,
     pend_t,
     pend_head,
@@ -134,6 +140,7 @@ def round_kernel(
     is_sync,
     t_exchange,
     fixed_initiator,
+    quorum,
     t_act,
     stride,
     late_mode,
@@ -150,9 +157,9 @@ def round_kernel(
 ):
     """Process rounds from ``state[S_ROUND]`` until all are done or the window is full.
 
-    ``t_start[i]``: when worker i starts its next iteration. ``pend_*``: each worker's late contributions not yet
-    taken by an exchange (ring buffers of iteration and post time). Round rows go to the ``out_*`` arrays, from
-    index 0; returns (status, rounds written).
+    ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection.
+    ``pend_*``: each worker's late contributions not yet taken by an exchange (ring buffers of iteration and post
+    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written).
     """
     P = t_start.shape[0]
     total = is_sync.shape[0]
@@ -172,11 +179,9 @@ def round_kernel(
         first = m * stride
         call = first + stride - 1
         k = call - base
-        # local steps (local SGD), then the post of call m; the trigger on the way: the last post (synchronous,
-        # the highest rank among ties), the first post (the lowest rank among ties) or the fixed initiator's post
+        # local steps (local SGD), then the post of call m; the trigger: the fixed initiator's post, else the
+        # quorum-th post (the last of all for a synchronous round)
         sync = is_sync[m]
-        initiator = -1 if sync else fixed_initiator[m]
-        pick = initiator < 0
         _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m, update)
         for i in range(P):
             t = t_start[i]
@@ -185,9 +190,8 @@ def round_kernel(
             r_post[k, i] = t
             if m == 0:
                 first_post[i] = t
-            if pick and (i == 0 or (t >= r_post[k, initiator] if sync else t < r_post[k, initiator])):
-                initiator = i
         posts = r_post[k]
+        initiator = fixed_initiator[m] if fixed_initiator[m] >= 0 else kth_post(posts, quorum[m], scratch)
         t_trigger = posts[initiator]
         x = t_trigger if sync else t_trigger + t_act
         done = (
@@ -240,6 +244,86 @@ def round_kernel(
         written += 1
         state[S_ROUND] = m + 1
     return DONE, written
+
+
+@njit(cache=True)
+def kth_post(posts, q, scratch):
+    """The worker whose post is the ``q``-th (from 1) in the order of time, ties in worker order: a linear scan for
+    the first and the last, else one selection (:func:`_kth_smallest`, in ``scratch``: P floats)."""
+    P = posts.shape[0]
+    best = 0
+    if q == 1 or q == P:
+        for i in range(1, P):
+            if (posts[i] < posts[best]) if q == 1 else (posts[i] >= posts[best]):
+                best = i
+        return best
+    at = _kth_smallest(posts, q, scratch)
+    below, equal = 0, 0  # one pass: posts before instant ``at``, and the workers posting at it (one, unless ties)
+    for i in range(P):
+        below += posts[i] < at  # no branch: at the median it would be mispredicted half the time
+        if posts[i] == at:
+            equal += 1
+            best = i if equal == 1 else best
+    if equal == 1:
+        return best
+    need = q - below  # the need-th worker, in worker order, of those posting at ``at``
+    for i in range(P):
+        if posts[i] == at:
+            need -= 1
+            if need == 0:
+                return i
+    return best
+
+
+@njit(cache=True)
+def _kth_smallest(x, q, scratch):
+    """The ``q``-th smallest (from 1) of ``x``. A histogram of x over equal buckets between its least and greatest
+    value finds the bucket that holds it (the bucket is monotone in the value); only that bucket's values, copied
+    into ``scratch``, are then selected from: three passes over x, where a quickselect over all of it took 12 times
+    numpy's partition (and numba's ``np.partition`` five times sync's whole sweep)."""
+    lo, hi = x.min(), x.max()
+    scale = (_BUCKETS - 1) / (hi - lo) if hi > lo else 0.0
+    if not np.isfinite(scale):  # a spread of subnormal size: one bucket
+        scale = 0.0
+    histogram = np.zeros(_BUCKETS, dtype=np.int64)
+    for v in x:
+        histogram[int((v - lo) * scale)] += 1
+    b, rank = 0, q
+    while rank > histogram[b]:
+        rank -= histogram[b]
+        b += 1
+    j = 0
+    for v in x:
+        if int((v - lo) * scale) == b:
+            scratch[j] = v
+            j += 1
+    return _select(scratch[:j], rank - 1)
+
+
+@njit(cache=True)
+def _select(a, q):
+    """The ``q``-th smallest (from 0) of ``a``, which it reorders: Hoare's quickselect, median-of-three pivots."""
+    lo, hi = 0, a.shape[0] - 1
+    while lo < hi:
+        x, y, z = a[lo], a[(lo + hi) // 2], a[hi]
+        pivot = max(min(x, y), min(max(x, y), z))
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if q <= j:
+            hi = j
+        elif q >= i:
+            lo = i
+        else:
+            break
+    return a[q]
 
 
 @njit(cache=True)

@@ -2,14 +2,16 @@
 
 1. Balanced arrival: for float32 counts 1, 256, 16 Ki, 256 Ki and 4 Mi, the time per round of each kind beside
    ``MPI_Allreduce`` on the same buffers, as a ratio (targets: <= 1.1x latency up to 64 KiB, >= 0.9x bandwidth
-   from 4 MiB, i.e. a time ratio <= 1.11). Two pairs of columns: the core (``pcoll_post`` + ``pcoll_wait`` against
-   ``MPI_Allreduce``, both timed in a C loop, ``bench_native_loop.c``, so that no Python call overhead enters),
-   and what the harness pays (``Collective.post`` + ``Collective.wait(out)`` against mpi4py's ``Allreduce``).
+   from 4 MiB, i.e. a time ratio <= 1.11); quorum with k = P, where every rank's post sends tokens. Two pairs of
+   columns: the core (``pcoll_post`` + ``pcoll_wait`` against ``MPI_Allreduce``, both timed in a C loop,
+   ``bench_native_loop.c``, so that no Python call overhead enters), and what the harness pays
+   (``Collective.post`` + ``Collective.wait(out)`` against mpi4py's ``Allreduce``).
    Short blocks alternate between the sides, and the ratio is the median over blocks of ours / theirs in
    neighbouring blocks: a shared machine's speed drifts by tens of percent over seconds, which the ratio of two
    blocks a few milliseconds apart mostly cancels. Times are medians over blocks.
 2. One straggler: every rank computes 5 ms per iteration, the last rank 20 ms more; the fast ranks' mean wait under
-   eager-solo (no periodic sync), as a percentage of the delay (target <= 5 %), beside sync for reference.
+   eager-solo (no periodic sync), as a percentage of the delay (target <= 5 %), beside quorum with k = P - 1 (from
+   P = 3: the others' tokens activate the round, the straggler's is not waited for) and sync for reference.
 3. The progress thread's CPU use while the application sleeps for a second with a collective open.
 Rank 0 prints the tables.
 """
@@ -29,7 +31,7 @@ from stragglerlab.realrun.build import SOURCE_DIR, build, find_mpicc
 from stragglerlab.realrun.collectives import Collective
 
 COUNTS = [1, 256, 16 * 1024, 256 * 1024, 4 * 1024 * 1024]
-KINDS = ["sync", "eager-solo", "eager-majority", "wagma"]
+KINDS = ["sync", "eager-solo", "eager-majority", "wagma", "quorum"]
 REPEATS = 15
 DELAY = 0.020
 COMPUTE = 0.005
@@ -73,7 +75,7 @@ def compare(comm: MPI.Comm, loop: ctypes.CDLL, kind: str, count: int) -> dict[st
     out = np.empty_like(x)
     n = iterations(count)
     samples: dict[str, list[float]] = {"mpi": [], "core": [], "mpi4py": [], "py": []}
-    with Collective(kind, count=count, comm=comm, group_size=2) as coll:
+    with Collective(kind, count=count, comm=comm, group_size=2, quorum=comm.size) as coll:
         args = (comm.py2f(), x.ctypes.data, out.ctypes.data, count)
         handle = coll._live()
 
@@ -104,7 +106,7 @@ def straggler(comm: MPI.Comm, kind: str, count: int, calls: int = 30) -> float:
     out = np.empty_like(x)
     slow = comm.rank == comm.size - 1
     waits = []
-    with Collective(kind, count=count, comm=comm, sync_period=0) as coll:
+    with Collective(kind, count=count, comm=comm, sync_period=0, quorum=max(1, comm.size - 1)) as coll:
         for _ in range(calls):
             time.sleep(COMPUTE + (DELAY if slow else 0.0))
             coll.post(x)
@@ -130,7 +132,8 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     loop = loop_library(comm)
     rows = [(count, kind, compare(comm, loop, kind, count)) for count in COUNTS for kind in KINDS]
-    lag = [(kind, count, straggler(comm, kind, count)) for kind in ("eager-solo", "sync") for count in (256, 262144)]
+    lagging = ("eager-solo", "quorum", "sync")
+    lag = [(kind, count, straggler(comm, kind, count)) for kind in lagging for count in (256, 262144)]
     cpu = idle_cpu(comm)
     if comm.rank:
         return

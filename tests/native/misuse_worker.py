@@ -30,7 +30,9 @@ def main() -> None:
     raises(ValueError, Collective, "wagma", count=4, comm=comm, group_size=0)
     raises(ValueError, Collective, "eager-majority", count=4, comm=comm, seed=-2)
     raises(TypeError, Collective, "eager-solo", count=4, comm="world")
-    for kind in ("sync", "eager-solo", "eager-majority", "wagma"):
+    for k in (0, -1, comm.Get_size() + 1, 1.5):
+        raises(ValueError, Collective, "quorum", count=4, comm=comm, quorum=k)
+    for kind in ("sync", "eager-solo", "eager-majority", "wagma", "quorum"):
         coll = Collective(kind, count=4, comm=comm, sync_period=2)
         raises(RuntimeError, coll.wait)
         raises(TypeError, coll.post, np.ones(4, dtype=np.float64))

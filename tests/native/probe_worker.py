@@ -2,8 +2,9 @@
 
 Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n + 1 and slot P + r = 1, so each
 result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between
-post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned
-(and its rounds table) to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run
+post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned,
+when it posted and when its waits returned (``time.monotonic``, one clock for every process of a machine), and its
+rounds table to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run
 one collective per communicator of a split (color = world rank mod split), all at once.
 """
 
@@ -28,6 +29,7 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ring-min-bytes", type=int, default=0)
+    parser.add_argument("--quorum", type=int, default=0, help="quorum: k; 0: the core's default")
     parser.add_argument("--max-delay", type=float, default=0.001, help="seconds; uniform random sleep per call")
     parser.add_argument("--straggler-delay", type=float, default=0.0, help="rank 0 sleeps this before each post")
     parser.add_argument("--split", type=int, default=1, help="run on COMM_WORLD split into this many communicators")
@@ -43,7 +45,7 @@ def main() -> None:
     fields["group"] = np.zeros(n_calls, dtype=np.int64)
     kinds, outs = [], np.zeros((n_calls, 2 * size), dtype=np.float32)
     masks = np.zeros((n_calls, size), dtype=bool)
-    waits = np.zeros(n_calls)
+    waits, posted, returned = np.zeros(n_calls), np.zeros(n_calls), np.zeros(n_calls)
     with Collective(
         args.kind,
         count=2 * size,
@@ -54,6 +56,7 @@ def main() -> None:
         seed=args.seed,
         group_size=args.group_size,
         ring_min_bytes=args.ring_min_bytes,
+        quorum=args.quorum or None,
     ) as coll:
         for n in range(n_calls):
             if args.straggler_delay and rank == 0:
@@ -65,12 +68,14 @@ def main() -> None:
             x = np.zeros(2 * size, dtype=np.float32)
             x[rank] = n + 1
             x[size + rank] = 1
+            posted[n] = time.monotonic()
             coll.post(x)
             if args.max_delay and rng.random() < 0.2:
                 time.sleep(rng.uniform(0.0, args.max_delay))
             t = time.perf_counter()
             out, info = coll.wait()
             waits[n] = time.perf_counter() - t
+            returned[n] = time.monotonic()
             outs[n] = out
             for name in fields:
                 fields[name][n] = getattr(info, name)
@@ -85,6 +90,8 @@ def main() -> None:
         kind=np.array(kinds),
         mask=masks,
         wait=waits,
+        posted=posted,
+        returned=returned,
         **fields,
         **{f"rounds_{c}": np.asarray(table[c].tolist()) for c in ROUND_COLUMNS},
     )

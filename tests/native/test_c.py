@@ -16,7 +16,7 @@ from stragglerlab.realrun.build import find_mpicc
 from stragglerlab.simulator.network import flat_allreduce
 
 #: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
-TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60)]
+TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60), ("quorum", [1, 2, 3, 4], 60)]
 
 
 @pytest.fixture(scope="module")

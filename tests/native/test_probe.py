@@ -3,8 +3,9 @@
 Each rank's results say which call of which rank went into which round; the checks replay the rules: every rank
 gets the same result for every round (wagma: every member of the group), solo and majority rounds hold exactly
 what the rules allow, sync and periodic sync rounds hold every rank fresh, accumulate applies each gradient in
-exactly one round and drop applies late ones in none, wagma sums stay inside the butterfly group, and staleness
-stays below sync_period.
+exactly one round and drop applies late ones in none, wagma sums stay inside the butterfly group, staleness
+stays below sync_period, and a quorum round holds at least k fresh ranks, all of them once k = P, and completes
+nowhere before the k-th post of its call.
 """
 
 from __future__ import annotations
@@ -29,6 +30,23 @@ CONFIGS = {
     "wagma-2": dict(kind="wagma", sync_period=8, group_size=2),
     "wagma-3-ring": dict(kind="wagma", sync_period=5, group_size=3, ring_min_bytes=1),
 }
+
+
+def quorum_config(size: int, k: int) -> dict:
+    """quorum with k, its other options varied with k: late, divisor, periodic sync, the ring."""
+    drop = k % 2 == 0
+    return dict(
+        kind="quorum",
+        quorum=k,
+        sync_period=0 if drop else 6,
+        late="drop" if drop else "accumulate",
+        divide_by="contributors" if drop else "workers",
+        ring_min_bytes=1 if k == size else 0,
+    )
+
+
+#: (P, k) for k = 1, ceil(P/2), P - 1 and P, each once
+QUORUM_CASES = sorted({(p, k) for p in SIZES for k in (1, (p + 1) // 2, p - 1, p) if k >= 1})
 
 
 def splitmix_initiator(seed: int, n: int, size: int) -> int:
@@ -119,6 +137,18 @@ def check_eager(results: list[dict], size: int, config: dict) -> None:
                 init = splitmix_initiator(config["seed"], n, size)
                 assert fresh_all[init, n], f"round {n}: its initiator {init} is not in it"
                 assert first["rounds_initiator"][n] == init
+            if config["kind"] == "quorum":
+                check_quorum_round(results, n, config["quorum"], fresh_all[:, n])
+
+
+def check_quorum_round(results: list[dict], n: int, k: int, fresh: np.ndarray) -> None:
+    """Round n of quorum k: at least k ranks in it fresh (every counted post is in its round), all of them when
+    k = P; its initiator one of them; and no rank had it back before k ranks had posted call n."""
+    first = results[0]
+    assert fresh.sum() >= k and first["rounds_fresh"][n] == fresh.sum(), f"round {n}: {fresh.sum()} fresh, k = {k}"
+    assert fresh[first["rounds_initiator"][n]], f"round {n}: its initiator is not fresh"
+    kth_post = np.sort([res["posted"][n] for res in results])[k - 1]
+    assert min(res["returned"][n] for res in results) > kth_post, f"round {n} completed before {k} posts"
 
 
 def check_wagma(results: list[dict], size: int, config: dict) -> None:
@@ -150,6 +180,16 @@ def check_wagma(results: list[dict], size: int, config: dict) -> None:
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_probe(mpirun, tmp_path: Path, name: str, size: int) -> None:
     config = CONFIGS[name]
+    args = [f"--{key.replace('_', '-')}={value}" for key, value in config.items()]
+    mpirun(size, "probe_worker.py", str(tmp_path), f"--rounds={ROUNDS}", *args, timeout=100)
+    check_probe(load(tmp_path, size), size, config)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("size", "k"), QUORUM_CASES)
+def test_probe_quorum(mpirun, tmp_path: Path, size: int, k: int) -> None:
+    config = quorum_config(size, k)
     args = [f"--{key.replace('_', '-')}={value}" for key, value in config.items()]
     mpirun(size, "probe_worker.py", str(tmp_path), f"--rounds={ROUNDS}", *args, timeout=100)
     check_probe(load(tmp_path, size), size, config)

@@ -87,3 +87,17 @@ def test_real_runs_decide_as_the_simulators_rules_on_their_own_posts(
     sim = on_real_posts(real, tmp_path)
     pd.testing.assert_frame_equal(real.rounds[ROUND_COLUMNS], sim.rounds[ROUND_COLUMNS])
     pd.testing.assert_frame_equal(real.iterations[ITERATION_COLUMNS], sim.iterations[ITERATION_COLUMNS])
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_quorum_runs_with_its_own_k(spawn, scenario_file, tmp_path, k):
+    """The real run takes algorithm.quorum from the scenario, not the core's default (2 of 3 ranks): k = 1 and k = 3
+    decide differently from it on these posts."""
+    text = SCENARIO.format(iterations=ITERATIONS, workers=3, factors=FACTORS[3], algorithm="quorum") + f"quorum = {k}\n"
+    proc = spawn(3, ["run", str(scenario_file(text)), "-o", str(tmp_path / "real")], timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    real = load_run(tmp_path / "real")
+    sim = on_real_posts(real, tmp_path)
+    pd.testing.assert_frame_equal(real.rounds[ROUND_COLUMNS], sim.rounds[ROUND_COLUMNS])
+    asynchronous = real.rounds[real.rounds.kind == "async"]
+    assert len(asynchronous) and ((asynchronous.fresh == 3) if k == 3 else (asynchronous.fresh < 3)).all()

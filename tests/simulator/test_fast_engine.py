@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stragglerlab.simulator.algorithms import names
 from tests.helpers import run_tables, scenario
 
 
@@ -25,7 +26,7 @@ def assert_same_tables(s, window=16):
                 assert (x == y).all(), column
 
 
-ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
+ALGORITHMS = names()
 
 compute_models = st.one_of(
     st.fixed_dictionaries({"dist": st.just("constant"), "mean": st.floats(0.01, 1.0)}),
@@ -59,6 +60,7 @@ def scenarios(draw):
         "algorithm.group_size": draw(st.integers(1, workers)),
         "algorithm.period": draw(st.integers(1, 8)),
         "algorithm.global_period": draw(st.integers(1, 16)),
+        "algorithm.quorum": draw(st.integers(0, workers)),
     }
     imbalance = draw(st.sampled_from(["none", "random-delay", "persistent"]))
     keys["imbalance.kind"] = imbalance
