@@ -89,6 +89,8 @@ def run_rank(
             f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
             f"run it on {scenario.workers} ranks or --set cluster.workers={size}"
         )
+    if scenario.duration > 0:
+        raise SharedError(f"duration = {scenario.duration}: real runs have no time budget yet; leave it at 0")
     record = algorithms.get(scenario.algorithm.name)
     try:
         exchange_type = exchange_class(record, backend)

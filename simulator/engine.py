@@ -179,16 +179,16 @@ class Engine:
         if emitted and self.progress is not None:
             self.progress(emitted)
 
-    def release(self, call: Call, applied: bool = True) -> None:
+    def release(self, call: Call, applied: bool = True, last: bool = False) -> None:
         """Return ``call`` to its worker now, which starts its next iteration; ``applied``: it returns with a
-        round's result to apply."""
+        round's result to apply; ``last``: the time budget is spent, the worker stops here."""
         call.t_done = self.env.now
         i = call.worker
         if applied:
             self.applied[i] += 1
         n = call.iteration + 1
         assert call.done is not None
-        call.done.succeed(self._start(i, n) if n < self.iterations else None)
+        call.done.succeed(self._start(i, n) if n < self.iterations and not last else None)
 
     def after(self, delay: float, action: Callable[[], None]) -> None:
         """Run ``action`` ``delay`` seconds from now, after everything else of that instant (a round's completion

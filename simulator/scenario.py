@@ -177,6 +177,7 @@ class Scenario:
     name: str = key("scenario", ANY_STR)
     seed: int = key(0, NONNEG_INT)
     iterations: int = key(100, POSITIVE_INT)
+    duration: float = key(0.0, NONNEG)  # seconds of the time budget (docs/semantics.md, Time budget); 0: none
     engine: str = key("auto", one_of(("auto", "reference", "fast")))
     cluster: Cluster = field(default_factory=Cluster)
     network: Network = field(default_factory=Network)
@@ -188,6 +189,11 @@ class Scenario:
     @property
     def workers(self) -> int:
         return self.cluster.workers
+
+    @property
+    def budget(self) -> float:
+        """The time budget in seconds: ``duration``, or infinity when there is none (``duration = 0``)."""
+        return self.duration if self.duration > 0 else float("inf")
 
     def replace(self, **changes: Any) -> Scenario:
         """A copy with dotted keys changed (``{"algorithm.name": "sync"}``), validated like ``--set``."""
@@ -341,6 +347,10 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         record.check(s, origins.fail)
     if s.engine == "fast" and record.kernel is None:
         raise origins.fail("engine", s.engine, f"reference or auto: {record.name} has no fast kernel")
+    if s.duration > 0 and s.workload.model != "none":
+        raise origins.fail(
+            "duration", s.duration, "0 with a model to train (the convergence replay has no time budget yet)"
+        )
     if s.cluster.workers_per_node > P:
         raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node, f"at most cluster.workers = {P}")
     c = s.workload.compute

@@ -7,7 +7,9 @@ released code's counting server does (:meth:`LsgdRules.trigger` is that rule, fo
 alike). The exchange starts when the last worker joins and, like every round's data exchange, costs one allreduce
 of the model over all workers, which bounds what the released code sends (an allgather of running-mean losses, then
 broadcasts of the leaders' models). A blocking exchange needs every worker, so none is triggered once some worker
-has posted its last iteration (before the post that would trigger it, in the engine's order).
+has posted its last iteration (before the post that would trigger it, in the engine's order). With a time budget
+(``duration``), the first exchange that completes at or after it is the last: every worker stops when it is
+released from it, as the released code's stop answer reaches every worker at its next communication.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ GLOBAL_PULL = Key("global_pull", 0.1, FRACTION, "λ_G: the pull toward the best 
 LOSS_WINDOW = 10  # the leader is chosen on the mean of each worker's last training losses
 LOCAL, GLOBAL = "local", "global"
 # state of the fast kernel (int64 array): exchanges done, posts counted before the current free run, the window's
-# first iteration
-L_ROUND, L_COUNT, L_BASE = range(3)
+# first iteration, whether the time budget ended the run
+L_ROUND, L_COUNT, L_BASE, L_OVER = range(4)
 _BUCKETS = 1 << 14  # of the trigger's histogram
 
 
@@ -60,6 +62,7 @@ class LsgdRules:
         self.pull, self.global_pull = a.pull, a.global_pull
         self.workers_per_node = scenario.cluster.workers_per_node
         self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.budget = scenario.budget  # the first exchange completing at or after it is the last
 
     def trigger(self, count: int) -> str | None:
         """The exchange that the ``count``-th post over all workers triggers: ``global`` (which also does the local
@@ -111,8 +114,9 @@ class LsgdProcess:
             for call in calls:
                 call.round, call.fresh, call.final = m, True, True
             calls.clear()
+        last = t_done >= self.rules.budget
         for call in self.joined:
-            self.engine.release(call)
+            self.engine.release(call, last=last)
         self.joined = []
         self.exchange = None
         self.rounds += 1
@@ -177,7 +181,7 @@ def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:
     :meth:`LsgdRules.trigger`, compiled): one O(P·period) pass per exchange."""
     P, N = fast.P, fast.N
     window = fast.window(fast.window_size())
-    state = np.zeros(3, dtype=np.int64)
+    state = np.zeros(4, dtype=np.int64)
     t_start = np.zeros(P)
     iteration, unresolved = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
     out = fast.round_buffers(256)
@@ -191,13 +195,16 @@ def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:
         status, written = lsgd_kernel(
             state, t_start, iteration, unresolved,
             window.times, window.start, window.post, window.done, window.round, window.fresh,
-            N, rules.local_every, rules.global_every, rules.t_exchange, rules.update,
+            N, rules.local_every, rules.global_every, rules.t_exchange, rules.update, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], is_global,
         )  # fmt: skip
         out["contributors"][:written] = P
         out["fresh"][:written] = P
         group = np.where(is_global[:written], -1, 0).astype(np.int64)
         fast.emit_rounds(written, out, np.full(written, "leader", dtype=object), group)
+        if state[L_OVER]:  # every worker stopped at its release from the budget's last exchange
+            fast.flush(window, int(iteration.max()), version, iteration.copy())
+            return
         if status == DONE:
             break
         if status == OUT_FULL:
@@ -225,6 +232,7 @@ def lsgd_kernel(
     global_every,
     t_exchange,
     update,
+    budget,
     out_round,
     out_initiator,
     out_trigger,
@@ -237,7 +245,9 @@ def lsgd_kernel(
     free; the exchange is triggered by the post that brings the count of posts to the next multiple of
     ``local_every`` or ``global_every``, every other worker joins with its first post after that one in the engine's
     order, and the exchange starts at the last join. ``iteration[i]``: worker i's next iteration; ``unresolved[i]``:
-    its first row that may still change. Returns (status, rounds written).
+    its first row that may still change. An exchange that completes at or after ``budget`` (the time budget;
+    infinity: none) is the last: ``state[L_OVER]`` is set and ``iteration[i]`` is worker i's count of rows. Returns
+    (status, rounds written).
     """
     P = t_start.shape[0]
     base = state[L_BASE]
@@ -281,6 +291,9 @@ def lsgd_kernel(
             unresolved[i] = iteration[i]
         state[L_ROUND] = m + 1
         state[L_COUNT] = target + P - 1  # the trigger, then one join per other worker
+        if done >= budget:
+            state[L_OVER] = 1
+            return DONE, written
     # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
     # only once some worker's last iteration was computed
     _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, r_start, r_post, r_done, update)

@@ -12,6 +12,9 @@ n completes (at once if it already has), and what becomes of its contribution is
 - ``deposit`` (models, not gradients): the worker's latest deposit stands in for it; the first round that reads a
   deposit carries it, and a deposit replaced before any round read it is carried by none.
 
+With a time budget (``duration``), the first round that completes at or after it is the last: every worker stops
+at its release by that round, or, lagging behind it, at its first release after that round completed.
+
 The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`).
 """
 
@@ -54,6 +57,7 @@ class RoundRules:
         self.total = self.N // stride  # rounds
         self.t_act = costs.activation(self.P)
         self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.budget = scenario.budget  # the first round completing at or after it is the last
         self.costs = costs
         self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
 
@@ -131,6 +135,8 @@ class RoundProcess:
         self.rules, self.engine = rules, engine
         self.open: dict[int, Round] = {}
         self.completed = -1  # rounds complete in order: every round <= this one is done
+        self.total = rules.total  # rounds of the run: fewer once a round completes at or after the time budget
+        self.over = False  # the budget's last round has completed: every worker stops at its next release
         self.first_post = np.full(rules.P, INF)  # deposit: when each worker first had a model deposited
         self.last: list[Call | None] = [None] * rules.P  # deposit: each worker's latest deposit
 
@@ -148,7 +154,7 @@ class RoundProcess:
             return
         if m <= self.completed:
             self.late(call, self.next_open(m))
-            engine.release(call)
+            engine.release(call, last=self.over)
         else:
             r = self.round(m)
             if not r.triggered or engine.now <= r.t_start:
@@ -207,9 +213,9 @@ class RoundProcess:
         """An iteration that does not call the collective: no wait; the round that will carry it is the coming one
         (none after the last)."""
         m = call.iteration // self.rules.stride
-        carried = m < self.rules.total
+        carried = m < self.total
         call.round, call.fresh, call.final = (m if carried else -1), carried, True
-        self.engine.release(call, applied=False)
+        self.engine.release(call, applied=False, last=self.over)
 
     def next_open(self, m: int) -> int | None:
         """The first round after ``m`` whose data exchange has not started before now."""
@@ -217,21 +223,24 @@ class RoundProcess:
         k = max(m, self.completed) + 1
         while k in self.open and self.open[k].t_start < now:
             k += 1
-        return k if k < self.rules.total else None
+        return k if k < self.total else None
 
     def trigger(self, r: Round, worker: int) -> None:
         rules, now = self.rules, self.engine.now
         r.initiator, r.t_trigger = worker, now
         r.t_start = now if rules.synchronous(r.index) else now + rules.t_act
         r.t_done = rules.done(r.index, r.t_start, r.waiting)
+        if r.t_done >= rules.budget:
+            self.total = r.index + 1
         self.engine.after(r.t_done - now, lambda: self.complete(r))
 
     def complete(self, r: Round) -> None:
         rules, m = self.rules, r.index
         del self.open[m]
         self.completed = m
+        self.over = m == self.total - 1 and r.t_done >= rules.budget
         for call in r.waiting:
-            self.engine.release(call)
+            self.engine.release(call, last=self.over)
         self.engine.sink.round(
             (m, rules.kind(m), r.initiator, r.t_trigger, r.t_done, self.contributors(r), r.posted, rules.group(m))
         )

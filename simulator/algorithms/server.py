@@ -11,6 +11,9 @@ order), each for ``(n/servers)·server_gamma`` seconds, and the reply (the serve
 Server updates are counted from 0: update k is ``round`` k of the iterations it carries, and a worker's model after
 update k's reply is ``model_version`` k + 1 (the server's model holds k + 1 updates then), so ``staleness`` is the
 number of updates the server applied between the model a worker computed on and its own.
+
+With a time budget (``duration``), a worker stops at its first reply that reaches it at or after the budget: its
+last iteration is an exchange, so every step it took reaches the server.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class ServerRules:
         self.t_push = costs.p2p(self.shard)  # a push's way to the server, and the reply's back
         self.t_service = self.shard * a.server_gamma  # the server applying one push
         self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.budget = scenario.budget  # a worker stops at its first reply at or after it
 
     def exchanges(self, n: int) -> bool:
         """Whether iteration ``n`` ends with an exchange with the server (else it is a local step)."""
@@ -102,6 +106,7 @@ class ServerProcess:
 
     def reply(self, replies: list[tuple[int, Call]]) -> None:
         """The replies of these updates reach their workers now, in update order."""
+        last = self.engine.now >= self.rules.budget
         for k, call in replies:
-            self.engine.release(call)
+            self.engine.release(call, last=last)
             self.engine.sink.round((k, PUSH, call.worker, call.t_post, self.engine.now, 1, 1, -1))

@@ -37,22 +37,32 @@ ROUND_OUTPUT = {
 }
 
 
-def _block(window: _Window, last: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> dict:
-    """The recorded columns of the final rows of iterations [window.base, last), iteration-major; the times are
-    views into the window's buffers, valid until the window slides."""
+def _block(
+    window: _Window,
+    last: int,
+    version: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    limit: np.ndarray | None = None,
+) -> dict:
+    """The recorded columns of the final rows of iterations [window.base, last), iteration-major, only those below
+    each worker's ``limit`` when one is given (the time budget stopped the workers there); the times are views into
+    the window's buffers, valid until the window slides, or copies when rows are left out."""
     count = last - window.base
     iteration = np.repeat(np.arange(window.base, last, dtype=np.int64), window.workers)
-    round_ = window.round[:count].ravel()
-    return {
-        "worker": np.tile(np.arange(window.workers, dtype=np.int64), count),
+    worker = np.tile(np.arange(window.workers, dtype=np.int64), count)
+    columns = {
+        "worker": worker,
         "iteration": iteration,
         "t_start": window.start[:count].ravel(),
         "t_post": window.post[:count].ravel(),
         "t_done": window.done[:count].ravel(),
-        "round": round_,
-        "model_version": version(iteration, round_),
+        "round": window.round[:count].ravel(),
         "fresh": window.fresh[:count].ravel(),
     }
+    if limit is not None:
+        kept = iteration < limit[worker]
+        columns = {name: column[kept] for name, column in columns.items()}
+    columns["model_version"] = version(columns["iteration"], columns["round"])
+    return columns
 
 
 class _Window:
@@ -130,13 +140,20 @@ class FastEngine:
         """Arrays for up to ``size`` round rows of a kernel's output."""
         return {name: np.zeros(size, dtype=dtype) for name, dtype in ROUND_OUTPUT.items()}
 
-    def flush(self, window: _Window, final: int, version: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
-        """Hand over the window's rows before iteration ``final``; ``version(iteration, round)`` gives their
-        model versions."""
+    def flush(
+        self,
+        window: _Window,
+        final: int,
+        version: Callable[[np.ndarray, np.ndarray], np.ndarray],
+        limit: np.ndarray | None = None,
+    ) -> None:
+        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given
+        (where the time budget stopped it); ``version(iteration, round)`` gives their model versions."""
         if final > window.base:
-            self.rows(_block(window, final, version))
+            block = _block(window, final, version, limit)
+            self.rows(block)
             if self.progress is not None:
-                self.progress((final - window.base) * self.P)
+                self.progress(len(block["iteration"]))
 
     def emit_rounds(self, count: int, out: dict[str, np.ndarray], kind: np.ndarray, group: np.ndarray) -> None:
         """Hand over the first ``count`` round rows of a kernel's output, with their kinds and groups."""

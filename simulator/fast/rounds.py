@@ -25,12 +25,14 @@ LATE = {"accumulate": 0, "drop": 1, "deposit": 2}
 ACCUMULATE, DROP, DEPOSIT = LATE.values()
 #: buckets of the histogram that narrows the selection of a round's trigger
 _BUCKETS = 1 << 14
-# state of the kernel (int64 array)
-S_ROUND, S_BASE = 0, 1
+# state of the kernel (int64 array): the next round, the window's first iteration, whether the time budget ended
+# the run (its last round was the one before the next)
+S_ROUND, S_BASE, S_OVER = 0, 1, 2
 
 
 def run(rules: RoundRules, fast: FastEngine) -> None:
-    """Run ``rules`` on the fast engine ``fast``: every round, then the local steps after the last one."""
+    """Run ``rules`` on the fast engine ``fast``: every round, then the local steps after the last one; or, when a
+    round completes at or after the time budget, up to each worker's stop (:func:`stops`)."""
     P, N, total, stride = fast.P, fast.N, rules.total, rules.stride
     rounds = range(total)
     is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
@@ -40,7 +42,8 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
     kind = np.array([rules.kind(m) for m in rounds], dtype=object)
     group = np.array([rules.group(m) for m in rounds], dtype=np.int64)
     window = fast.window(max(fast.window_size(stride), 2 * stride))
-    state = np.zeros(2, dtype=np.int64)
+    state = np.zeros(3, dtype=np.int64)
+    last_done = -np.inf  # the completion of the last round processed
     t_start, first_post, scratch = np.zeros(P), np.full(P, np.inf), np.zeros(P)
     depth = max(8, rules.sync_period + 2)
     pend_n, pend_t = np.zeros((P, depth), dtype=np.int64), np.zeros((P, depth))
@@ -78,6 +81,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             rules.buckets,
             rules.backward,
             rules.t_bucket,
+            rules.budget,
             out["round"],
             out["initiator"],
             out["t_trigger"],
@@ -87,6 +91,8 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
         )
         idx = out["round"][:written]
         fast.emit_rounds(written, out, kind[idx], group[idx])
+        if written:
+            last_done = float(out["t_done"][written - 1])
         if status == DONE:
             break
         if status == OUT_FULL:
@@ -99,8 +105,15 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
         final = state[S_ROUND] * stride
         if pend_len.any():
             final = min(final, int(pend_n[np.arange(P), pend_head][pend_len > 0].min()))
+        if rules.budget < np.inf:  # rows after a release later than every round so far may be after a stop
+            final = min(final, int(window.base + stops(window.done[: final - window.base], last_done).min()))
         fast.flush(window, final, version)
         window.slide(final)
+    if state[S_OVER]:
+        calls = state[S_ROUND] * stride
+        limit = window.base + stops(window.done[: calls - window.base], last_done)
+        fast.flush(window, calls, version, limit)
+        return
     if total * stride < N:
         if window.base + window.size < N:
             fast.flush(window, total * stride, version)
@@ -148,6 +161,7 @@ def round_kernel(
     buckets,
     backward,
     t_bucket,
+    budget,
     out_round,
     out_initiator,
     out_trigger,
@@ -159,7 +173,8 @@ def round_kernel(
 
     ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection.
     ``pend_*``: each worker's late contributions not yet taken by an exchange (ring buffers of iteration and post
-    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written).
+    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round that
+    completes at or after ``budget`` (the time budget; infinity: none) is the last: ``state[S_OVER]`` is set.
     """
     P = t_start.shape[0]
     total = is_sync.shape[0]
@@ -243,6 +258,9 @@ def round_kernel(
         out_fresh[written] = fresh_count
         written += 1
         state[S_ROUND] = m + 1
+        if done >= budget:  # the time budget's last round
+            state[S_OVER] = 1
+            return DONE, written
     return DONE, written
 
 
@@ -366,6 +384,16 @@ def bucketed_end(starts, posts, buckets, backward, t_bucket):
             ready = max(ready, at)
         end = max(ready, end) + t_bucket
     return end
+
+
+def stops(done: np.ndarray, t_last: float) -> np.ndarray:
+    """Each worker's rows, of ``done`` (release times, rows × workers, all of calls up to the last round's), up to
+    its stop once the time budget's last round completed at ``t_last``: its first release after ``t_last``, else its
+    release by that round (the last row). Returns each worker's count of rows."""
+    after = done > t_last
+    if not after.size:
+        return np.zeros(done.shape[1], dtype=np.int64)
+    return np.where(after.any(axis=0), after.argmax(axis=0) + 1, done.shape[0])
 
 
 def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarray:
