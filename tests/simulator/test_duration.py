@@ -1,0 +1,160 @@
+"""The time budget (``duration``): which round is the last, which rows exist, in closed form on traces and as a
+rule on random runs; LSGD's workers stop together at the budget's last exchange."""
+
+import numpy as np
+import pytest
+
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.catalog import example_path
+from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.scenario import load
+from tests.helpers import run_tables, scenario
+from tests.simulator.test_fast_engine import assert_same_tables
+
+
+def traced(tmp_path, compute, **keys):
+    """A scenario on a trace of one row (each worker's compute time, every iteration), free links but a round
+    overhead of 0.05 s."""
+    np.save(tmp_path / "trace.npy", np.array([compute]))
+    return scenario(
+        **{
+            "cluster.workers": len(compute),
+            "network.alpha": 0.0,
+            "network.beta": 0.0,
+            "network.overhead": 0.05,
+            "imbalance.kind": "trace",
+            "imbalance.file": str(tmp_path / "trace.npy"),
+            **keys,
+        }
+    )
+
+
+def rules_of(s):
+    return algorithms.get(s.algorithm.name).rules(s, cost_model(s))
+
+
+def rows_per_worker(it):
+    return it.groupby("worker").size().to_dict()
+
+
+def test_sync_stops_after_the_first_round_completing_at_or_after_the_budget(tmp_path):
+    s = traced(tmp_path, [0.1, 0.1, 0.3], **{"algorithm.name": "sync", "duration": 1.0})
+    step = 0.3 + rules_of(s).exchange_time(0)  # round m completes at (m + 1)·step
+    last = int(np.ceil(1.0 / step)) - 1
+    assert (last + 1) * step >= 1.0 > last * step
+    it, r = run_tables(s)
+    assert list(r["round"]) == list(range(last + 1))
+    np.testing.assert_allclose(r["t_done"], step * np.arange(1, last + 2))
+    assert rows_per_worker(it) == {i: last + 1 for i in range(3)}
+    # at or after: a budget equal to a round's completion makes that round the last
+    at = float(run_tables(s.replace(duration=0.0))[1]["t_done"][1])
+    it, r = run_tables(s.replace(duration=at))
+    assert list(r["round"]) == [0, 1] and len(it) == 6
+
+
+def test_eager_solo_stops_a_lagging_worker_at_its_first_release_after_the_last_round(tmp_path):
+    # workers 0 and 1 post every 0.1 s and run rounds alone; worker 2 takes 1 s for its first iteration
+    s = traced(
+        tmp_path,
+        [0.1, 0.1, 1.0],
+        **{"algorithm.name": "eager-solo", "algorithm.sync_period": 0, "duration": 0.5},
+    )
+    step = 0.1 + rules_of(s).exchange_time(0)  # no activation token with alpha = 0
+    last = int(np.ceil(0.5 / step)) - 1
+    it, r = run_tables(s)
+    assert list(r["round"]) == list(range(last + 1))
+    assert rows_per_worker(it) == {0: last + 1, 1: last + 1, 2: 1}
+    lagging = it[it.worker == 2].iloc[0]
+    # posted after the last round's exchange started: late, carried by no round, released at its post
+    assert lagging.t_post == pytest.approx(1.0) and lagging.t_done == lagging.t_post and lagging["round"] == -1
+
+
+def test_lsgd_closed_form_on_a_trace(tmp_path):
+    # two workers at 0.1 s, an exchange every 2 posts: worker 1's first post triggers exchange 0, which worker 0
+    # joins after its second iteration; then both post together and worker 0's post triggers each next one
+    s = traced(
+        tmp_path,
+        [0.1, 0.1],
+        **{"algorithm.name": "lsgd", "algorithm.period": 1, "algorithm.global_period": 1, "duration": 0.93},
+    )
+    x = rules_of(s).t_exchange
+    done = 0.2 + x + np.arange(20) * (0.1 + x)  # exchange e completes at 0.2 + x + e·(0.1 + x)
+    last = int(np.argmax(done >= 0.93))
+    it, r = run_tables(s)
+    assert list(r["round"]) == list(range(last + 1))
+    np.testing.assert_allclose(r["t_done"], done[: last + 1])
+    assert rows_per_worker(it) == {0: last + 2, 1: last + 1}
+    assert (it.groupby("worker")["t_done"].max() == r["t_done"].iloc[-1]).all()
+
+
+def stop_rule_holds(it, r, duration):
+    """Round-per-call algorithms and LSGD: the last round is the first to complete at or after the budget, and
+    every worker's rows end at its first release at or after that round's completion."""
+    t = r["t_done"].to_numpy()
+    assert t[-1] >= duration and (t[:-1] < duration).all()
+    for _, rows in it.groupby("worker"):
+        released = rows.sort_values("iteration")["t_done"].to_numpy()
+        assert released[-1] >= t[-1] and (released[:-1] <= t[-1]).all()
+
+
+ROUNDED = [name for name in algorithms.names() if name not in ("async-ps", "easgd")]
+
+
+@pytest.mark.parametrize("name", ROUNDED)
+@pytest.mark.parametrize("duration", [0.3, 2.0])
+def test_every_worker_stops_at_the_budgets_last_round(name, duration):
+    s = scenario(
+        iterations=200,
+        duration=duration,
+        **{
+            "algorithm.name": name,
+            "algorithm.period": 3,
+            "algorithm.group_size": 2,
+            "algorithm.sync_period": 0,
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"2": 4.0},
+            "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
+        },
+    )
+    it, r = run_tables(s)
+    assert len(it) < 8 * 200
+    stop_rule_holds(it, r, duration)
+    assert_same_tables(s, window=8)
+
+
+@pytest.mark.parametrize("name", ["async-ps", "easgd"])
+def test_a_server_worker_stops_at_its_first_reply_at_or_after_the_budget(name):
+    s = scenario(
+        iterations=200,
+        duration=0.5,
+        **{
+            "algorithm.name": name,
+            "algorithm.period": 3,
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"2": 4.0},
+            "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
+        },
+    )
+    it, _ = run_tables(s)
+    for _, rows in it.groupby("worker"):
+        rows = rows.sort_values("iteration")
+        exchange = rows["t_done"] > rows["t_post"]
+        assert exchange.iloc[-1] and rows["t_done"].iloc[-1] >= 0.5
+        assert (rows["t_done"][exchange].iloc[:-1] < 0.5).all()
+
+
+def test_lsgd_4x4_with_a_slow_worker_computes_nothing_after_the_budgets_last_exchange():
+    s = load(example_path("lsgd-4x4")).replace(
+        **{"imbalance.kind": "persistent", "imbalance.factors": {"3": 1.5}, "engine": "fast"}
+    )
+    it, r = run_tables(s, "fast")
+    # without a budget the slow worker runs on alone after the last exchange
+    assert it["t_start"].max() > r["t_done"].max() + 1.0
+    budget = s.replace(duration=30.0)
+    it, r = run_tables(budget, "fast")
+    last = r["t_done"].iloc[-1]
+    assert last >= 30.0 > r["t_done"].iloc[-2]
+    assert not (it["t_start"] >= last).any()
+    assert (it.groupby("worker")["t_done"].max() == last).all()
+    assert (it["round"] == it["round"].max()).sum() > 0 and (it["round"] >= 0).all()
+    assert_same_tables(budget, window=64)
