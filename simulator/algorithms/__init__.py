@@ -9,12 +9,23 @@ Nothing else in the toolkit looks at an algorithm's name. Adding an algorithm is
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms import eager, local_sgd, lsgd, sync, wagma
+from stragglerlab.simulator.algorithms import adpsgd, dpsgd, eager, local_sgd, lsgd, sgp, sync, wagma
 from stragglerlab.simulator.algorithms.record import Algorithm
 from stragglerlab.simulator.keys import Key, ScenarioError
 
 #: every algorithm, in the order of legends and listings
-RECORDS: tuple[Algorithm, ...] = (sync.RECORD, eager.SOLO, eager.MAJORITY, wagma.RECORD, lsgd.RECORD, local_sgd.RECORD)
+RECORDS: tuple[Algorithm, ...] = (
+    sync.RECORD,
+    eager.SOLO,
+    eager.MAJORITY,
+    wagma.RECORD,
+    lsgd.RECORD,
+    local_sgd.RECORD,
+    # decentralized gossip baselines
+    dpsgd.RECORD,
+    sgp.RECORD,
+    adpsgd.RECORD,
+)
 REGISTRY: dict[str, Algorithm] = {record.name: record for record in RECORDS}
 
 

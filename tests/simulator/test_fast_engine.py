@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stragglerlab.simulator.algorithms import RECORDS
 from tests.helpers import run_tables, scenario
 
 
@@ -25,7 +26,8 @@ def assert_same_tables(s, window=16):
                 assert (x == y).all(), column
 
 
-ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd"]
+#: every algorithm with a fast kernel, from the registry
+ALGORITHMS = [record.name for record in RECORDS if record.kernel is not None]
 
 compute_models = st.one_of(
     st.fixed_dictionaries({"dist": st.just("constant"), "mean": st.floats(0.01, 1.0)}),
@@ -59,6 +61,7 @@ def scenarios(draw):
         "algorithm.group_size": draw(st.integers(1, workers)),
         "algorithm.period": draw(st.integers(1, 8)),
         "algorithm.global_period": draw(st.integers(1, 16)),
+        "algorithm.topology": draw(st.sampled_from(["ring", "torus", "exponential"])),
     }
     imbalance = draw(st.sampled_from(["none", "random-delay", "persistent"]))
     keys["imbalance.kind"] = imbalance
@@ -91,6 +94,7 @@ def test_fast_equals_reference_for_every_option(name, late, sync_period):
             "algorithm.group_size": 3,
             "algorithm.period": 4,
             "algorithm.global_period": 12,
+            "algorithm.topology": "torus",
             "cluster.workers": 9,
             "cluster.workers_per_node": 3,
             "imbalance.kind": "random-delay",

@@ -1,0 +1,145 @@
+"""Synchronous gossip (d-psgd, sgp): at iteration n every worker exchanges models with its peers of that iteration,
+and each exchange's time depends only on the posts of iteration n.
+
+Worker i's exchange of iteration n waits for the models of its *peers* (the workers it receives from: d-psgd's
+neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), for its own sends:
+
+    t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
+
+with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node) and own(i) = max_j p2p(i, j)
+when i waits for its sends (0 otherwise). With equal links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j))
++ p2p. A worker without peers (one worker) is released at its post.
+
+Each exchange is one ``rounds`` row (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the latest post
+among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (everyone's iteration n), ``group`` the
+peer that posted last (ties: the lowest rank; −1 without peers). Every iteration n is carried by round n, on model
+version n: staleness 0.
+
+The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.gossip`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.keys import Key, one_of
+from stragglerlab.simulator.network import message_bytes
+from stragglerlab.simulator.topology import TOPOLOGIES
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+KIND = "gossip"
+TOPOLOGY = Key(
+    "topology",
+    "ring",
+    one_of(TOPOLOGIES),
+    "d-psgd, ad-psgd: the gossip graph: ring (i ± 1), torus (a near-square grid), exponential (i ± 2^k)",
+)
+
+
+class PeerCosts:
+    """Point-to-point times of one model between two ranks, from the cost model (intra-node links inside a node)."""
+
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
+        self.nbytes = message_bytes(scenario)
+        self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.per_node = scenario.cluster.workers_per_node
+        self._p2p = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}
+
+    def p2p(self, i: int, j: int) -> float:
+        """One model from ``i`` to ``j``."""
+        return self._p2p[i // self.per_node == j // self.per_node]
+
+
+class GossipRules(PeerCosts):
+    """Peers of every worker in each phase (iteration n is in phase n mod phases) and whether a worker waits for
+    its own sends; subclasses say which. Also as flat arrays for the fast engine: phase s's peers of worker i are
+    ``index[indptr[s, i]:indptr[s, i + 1]]``, their times ``cost[...]``, and ``own[s, i]`` its own sends' time."""
+
+    kind = KIND
+    waits_for_sends = True
+
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        super().__init__(scenario, costs)
+        self.peer_lists = self.phase_peers()
+        self.phases = len(self.peer_lists)
+        P = self.P
+        self.indptr = np.zeros((self.phases, P + 1), dtype=np.int64)
+        index, cost = [], []
+        self.own = np.zeros((self.phases, P))
+        self.receivers: list[list[list[int]]] = []  # phase -> worker -> the workers whose exchange waits for it
+        for s, lists in enumerate(self.peer_lists):
+            receivers: list[list[int]] = [[] for _ in range(P)]
+            for i, peers in enumerate(lists):
+                self.indptr[s, i] = len(index)
+                times = [self.p2p(j, i) for j in peers]
+                index += peers
+                cost += times
+                if self.waits_for_sends and times:
+                    self.own[s, i] = max(times)
+                for j in peers:
+                    receivers[j].append(i)
+            self.indptr[s, P] = len(index)
+            self.receivers.append(receivers)
+        self.index, self.cost = np.array(index, dtype=np.int64), np.array(cost, dtype=np.float64)
+
+    def phase_peers(self) -> list[list[list[int]]]:
+        """Per phase, per worker: the peers it receives a model from, sorted by rank."""
+        raise NotImplementedError
+
+    def peers(self, n: int, i: int) -> list[int]:
+        return self.peer_lists[n % self.phases][i]
+
+    def exchange(self, n: int, i: int, posts: np.ndarray) -> tuple[float, float, int]:
+        """(t_trigger, t_done, group) of worker ``i``'s exchange of iteration ``n``, ``posts`` the posts of n."""
+        s = n % self.phases
+        t_done, t_trigger, group = posts[i] + self.own[s, i], posts[i], -1
+        for e in range(self.indptr[s, i], self.indptr[s, i + 1]):
+            j = self.index[e]
+            t_done = max(t_done, posts[j] + self.cost[e])
+            if group < 0 or posts[j] > posts[group]:
+                group = int(j)
+            t_trigger = max(t_trigger, posts[j])
+        return float(t_trigger), float(t_done), group
+
+
+class GossipProcess:
+    """The reference engine's side: keeps the posts of each iteration until every worker's exchange of it is done;
+    a worker's exchange is settled as soon as it and its peers have posted, and released at its ``t_done``."""
+
+    def __init__(self, rules: GossipRules, engine: Engine):
+        self.rules, self.engine = rules, engine
+        self.posts: dict[int, np.ndarray] = {}
+        self.waiting: dict[int, dict[int, Call]] = {}
+        self.settled: dict[int, int] = {}
+
+    def post(self, call: Call) -> None:
+        rules, n, i = self.rules, call.iteration, call.worker
+        posts = self.posts.setdefault(n, np.full(rules.P, np.inf))
+        posts[i] = self.engine.now
+        waiting = self.waiting.setdefault(n, {})
+        waiting[i] = call
+        for k in (i, *rules.receivers[n % rules.phases][i]):
+            if k in waiting and all(posts[j] < np.inf for j in rules.peers(n, k)):
+                self.settle(waiting.pop(k), posts)
+
+    def settle(self, call: Call, posts: np.ndarray) -> None:
+        rules, engine, n, i = self.rules, self.engine, call.iteration, call.worker
+        t_trigger, t_done, group = rules.exchange(n, i, posts)
+        call.round, call.fresh, call.final = n, True, True
+        row = (n, rules.kind, i, t_trigger, t_done, 1 + len(rules.peers(n, i)), 1 + len(rules.peers(n, i)), group)
+        self.settled[n] = self.settled.get(n, 0) + 1
+        if self.settled[n] == rules.P:
+            del self.posts[n], self.waiting[n], self.settled[n]
+
+        def release() -> None:
+            engine.release(call)
+            engine.sink.round(row)
+
+        engine.after(t_done - engine.now, release)
