@@ -6,4 +6,5 @@
 - :mod:`.torch_sync`: sync through ``torch.distributed`` (gloo on CPU, NCCL on GPU), the baseline a user would
   otherwise run (``stragglerlab run --backend torch``);
 - :mod:`.local_sgd` and :mod:`.lsgd`: model averaging and leader pulls with plain MPI collectives (mpi4py).
+- :mod:`.gossip`: d-psgd's and sgp's model exchanges with their peers, MPI point to point (mpi4py).
 """
