@@ -2,12 +2,13 @@
 sync closed form t_{n+1} = t_n + max_i c_{n,i} + T_ar computed with numpy on the same compute times.
 
     python tests/benchmarks/bench_engine.py [--workers 1024 65536] [--iterations 1000] [--reference-cap 1000000]
-                                            [--fast-only]
+                                            [--fast-only] [--algorithms sync d-psgd ...]
 
 All three draw the same common random numbers, so the ratio columns are measured side by side on one machine:
 ``fast/sync`` is each algorithm's fast-engine seconds over sync's, at the same size in the same run (target: every
 algorithm within 3x). The reference engine runs at most ``--reference-cap`` worker-iterations per cell (fewer
-iterations at 65,536 workers), its rate being flat in the run length; ``--fast-only`` skips it. Both engines run as
+iterations at 65,536 workers), its rate being flat in the run length; ``--fast-only`` skips it. ``--algorithms``
+picks some of the algorithms that have a fast kernel (all by default; sync always runs, first). Both engines run as
 ``simulate`` runs them (``run_engine``), their rows only counted. Targets: reference >= 1 M/s (sync), >= 0.5 M/s
 (others); fast >= 100 M/s, and 65,536 workers x 1,000 iterations of eager-solo in <= 5 s.
 """
@@ -19,11 +20,12 @@ import time
 
 import numpy as np
 
+from stragglerlab.simulator.algorithms import RECORDS
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.network import message_bytes
 from stragglerlab.simulator.run import run_engine
-from stragglerlab.simulator.scenario import ALGORITHMS, from_dict
+from stragglerlab.simulator.scenario import from_dict
 
 
 def rows_of(scenario, engine: str) -> tuple[int, float]:
@@ -72,9 +74,12 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--reference-cap", type=int, default=1_000_000)
     parser.add_argument("--fast-only", action="store_true", help="skip the reference engine")
+    fast = [record.name for record in RECORDS if record.kernel is not None]
+    parser.add_argument("--algorithms", nargs="+", choices=fast, default=fast, help="algorithms to time beside sync")
     args = parser.parse_args()
     N = args.iterations
-    for name in ALGORITHMS:  # load the compiled kernels
+    chosen = ["sync", *(name for name in args.algorithms if name != "sync")]
+    for name in chosen:  # load the compiled kernels
         rows_of(bench_scenario(8, 4, name), "fast")
     print("# worker-iterations per second (random-delay imbalance); ratios measured side by side")
     print(
@@ -83,7 +88,7 @@ def main() -> None:
     )
     for P in args.workers:
         sync_seconds = None
-        for name in ALGORITHMS:  # sync first: the others' times are compared with its
+        for name in chosen:  # sync first: the others' times are compared with its
             closed = closed_form_rate(P, N)
             ref_rate = float("nan")
             if not args.fast_only:
