@@ -7,4 +7,5 @@
   otherwise run (``stragglerlab run --backend torch``);
 - :mod:`.local_sgd` and :mod:`.lsgd`: model averaging and leader pulls with plain MPI collectives (mpi4py).
 - :mod:`.gossip`: d-psgd's and sgp's model exchanges with their peers, MPI point to point (mpi4py).
+- :mod:`.adpsgd`: ad-psgd's pairwise averages, MPI point to point with a communication thread per rank.
 """

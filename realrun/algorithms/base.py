@@ -76,8 +76,6 @@ class Exchange:
 def exchange_class(record: Algorithm, backend: str) -> type[Exchange]:
     """The exchange ``record`` names for ``backend``; a backend it has none for is a one-line error."""
     name = record.exchanges.get(backend)
-    if not record.exchanges:
-        raise UserError(f"{record.name} has no real-run exchange yet; stragglerlab simulate runs it")
     if name is None:
         raise UserError(f"--backend {backend}: {record.name} runs with --backend {' or '.join(record.exchanges)}")
     module, _, attribute = name.partition(":")

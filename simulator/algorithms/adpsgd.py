@@ -130,6 +130,6 @@ RECORD = Algorithm(
     process=AdPsgdProcess,
     kernel=None,
     update=update,
-    exchanges={},
+    exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
     style=Style("#44AA99", "X"),
 )
