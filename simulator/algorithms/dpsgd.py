@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.algorithms.gossip import TOPOLOGY, GossipProcess, GossipRules
+from stragglerlab.simulator.algorithms.gossip import TOPOLOGY, GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer
 from stragglerlab.simulator.fast import gossip
@@ -29,13 +29,6 @@ class DpsgdRules(GossipRules):
 
     def phase_peers(self) -> list[list[list[int]]]:
         return [neighbours(self.topology, self.P)]
-
-
-def iteration_rows(rounds: pd.DataFrame, P: int) -> np.ndarray:
-    """For each iteration of a gossip schedule (P rows per round, sorted by round): the position of the row that
-    completes last (evaluations of the model after iteration n are taken then)."""
-    done = rounds["t_done"].to_numpy().reshape(-1, P)
-    return np.arange(len(done)) * P + done.argmax(axis=1)
 
 
 def update(

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.keys import Key, one_of
@@ -107,6 +108,13 @@ class GossipRules(PeerCosts):
                 group = int(j)
             t_trigger = max(t_trigger, posts[j])
         return float(t_trigger), float(t_done), group
+
+
+def iteration_rows(rounds: pd.DataFrame, P: int) -> np.ndarray:
+    """For each iteration of a gossip schedule (P rows per round, sorted by round): the position of the row that
+    completes last (evaluations of the model after iteration n are taken then)."""
+    done = rounds["t_done"].to_numpy().reshape(-1, P)
+    return np.arange(len(done)) * P + done.argmax(axis=1)
 
 
 class GossipProcess:

@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.algorithms.dpsgd import iteration_rows
-from stragglerlab.simulator.algorithms.gossip import GossipProcess, GossipRules
+from stragglerlab.simulator.algorithms.gossip import GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer
 from stragglerlab.simulator.fast import gossip
