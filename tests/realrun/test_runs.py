@@ -180,3 +180,17 @@ def test_ad_psgd_peers_serve_exchanges_while_they_compute(spawn, scenario_file, 
     fast, slow = it[it["worker"] == 0], it[it["worker"] == 1]
     assert fast["t_done"].max() < 0.5 * slow["t_done"].max()
     assert (rounds["group"] == 1 - rounds["initiator"]).all() and (rounds["contributors"] == 2).all()
+
+
+@pytest.mark.parametrize("algorithm", ["d-psgd", "sgp", "ad-psgd"])
+def test_gossip_trains_a_torch_model(spawn, scenario_file, tmp_path, algorithm):
+    out = tmp_path / "run"
+    sets = ["workload.model=torch:mlp", "workload.batch=16", f"algorithm.name={algorithm}", "evals.every_iterations=6"]
+    argv = ["run", str(scenario_file(SCENARIO)), *(x for s in sets for x in ("--set", s)), "-o", str(out)]
+    proc = spawn(2, argv)
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    check_folder(run, 2, ITERATIONS)
+    evals = run.evals
+    assert list(evals["iteration"]) == [0, 6, 12] and (evals["worker"] == 0).all()  # replicas differ: rank 0's
+    assert np.isfinite(evals["loss"]).all() and evals["loss"].iloc[-1] < evals["loss"].iloc[0]
