@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+from stragglerlab.realrun.algorithms.gossip import PerRankRounds
 
 REQUEST, REPLY, STOP = 21, 22, 23
 _META = 16  # bytes of a message before the model: two float64 (request: post time, iteration; reply: start, 0)
@@ -66,9 +66,7 @@ class PeerThread:
             ex.replies.Send(self.reply, dest=status.Get_source(), tag=REPLY)
 
 
-class AdPsgdExchange(Exchange):
-    identical = False
-
+class AdPsgdExchange(PerRankRounds):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.requests, self.replies = comm.Dup(), comm.Dup()
@@ -76,8 +74,6 @@ class AdPsgdExchange(Exchange):
         self.current = self.replica.host(self.replica.params()).astype(np.float64)  # the model as last loaded
         self.pending = np.zeros(self.d)  # what exchanges served since then changed
         self.out, self.answer = _message(self.d), _message(self.d)
-        self.done: list[tuple] = []
-        self.final: list[tuple] = []  # every rank's rows, on rank 0 once the run ends
         self.peer = PeerThread(self)
         self.peer.thread.start()
 
@@ -112,13 +108,7 @@ class AdPsgdExchange(Exchange):
             self._fold()
             self.replica.step(g)
             self.current = self.replica.host(self.replica.params()).astype(np.float64)
-        self.done.append((n, self.rules.kind, rank, start, t_done, 1 + (j >= 0), 1, j))
-        self.sink("iterations", iteration_row(rank, n, t_start, t_post, t_done, n, n, True))
-        return t_done, n + 1
-
-    def rounds(self):
-        rows, self.final = self.final, []
-        return rows
+        return self.record(n, t_start, t_post, (n, self.rules.kind, rank, start, t_done, 1 + (j >= 0), 1, j))
 
     def close(self):
         from mpi4py import MPI
@@ -127,7 +117,6 @@ class AdPsgdExchange(Exchange):
         stop = self.requests.Isend(np.zeros(_META, dtype=np.uint8), dest=self.rank, tag=STOP)
         self.peer.thread.join()
         MPI.Request.Wait(stop)
-        gathered = self.comm.gather(self.done, root=0)
-        self.final = [row for rows in gathered for row in rows] if self.rank == 0 else []
+        self.gather()
         self.requests.Free()
         self.replies.Free()

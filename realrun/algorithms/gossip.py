@@ -10,7 +10,7 @@ keeps x ← (x + x_src)/2, weight ← (weight + weight_src)/2, loading x/weight 
 
 Rows: every iteration is carried by its own round (version n, fresh); each rank's ``rounds`` row of iteration n (the
 latest post among it and its peers as ``t_trigger``, the peer that posted last as ``group``) is gathered to rank 0
-when the run ends.
+when the run ends (:class:`PerRankRounds`, which ad-psgd's exchange shares).
 """
 
 from __future__ import annotations
@@ -23,9 +23,36 @@ _META = 16  # bytes of a message before the model: post time and push-sum weight
 _TAGS = 1 << 15  # tags cycle: ranks are never that many iterations apart
 
 
-class GossipExchange(Exchange):
+class PerRankRounds(Exchange):
+    """What the gossip exchanges share: every iteration carried by its own round, and one ``rounds`` row per rank
+    and iteration, kept by each rank and gathered to rank 0 when the run ends."""
+
     identical = False
 
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+        self.done: list[tuple] = []
+        self.final: list[tuple] = []  # every rank's rows, on rank 0 once the run ends
+
+    def record(self, n: int, t_start: float, t_post: float, row: tuple) -> tuple[float, int]:
+        """Iteration ``n`` exchanged as ``row`` (a ``rounds`` row); returns what :meth:`iteration` returns."""
+        t_done = row[4]
+        self.done.append(row)
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        return t_done, n + 1
+
+    def rounds(self):
+        """Nothing until the run ends: every rank's rows are gathered then (:meth:`gather`)."""
+        rows, self.final = self.final, []
+        return rows
+
+    def gather(self) -> None:
+        """Collective: every rank's rows to rank 0."""
+        gathered = self.comm.gather(self.done, root=0)
+        self.final = [row for rows in gathered for row in rows] if self.rank == 0 else []
+
+
+class GossipExchange(PerRankRounds):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.gossip = comm.Dup()
@@ -34,8 +61,6 @@ class GossipExchange(Exchange):
         self.weight = 1.0
         self.out = self._message()
         self.inbox = [self._message() for _ in range(max((len(p) for ph in rules.peer_lists for p in ph), default=0))]
-        self.done: list[tuple] = []
-        self.final: list[tuple] = []  # every rank's rows, on rank 0 once the run ends
 
     def _message(self) -> np.ndarray:
         return np.empty(_META + 4 * self.d, dtype=np.uint8)
@@ -69,16 +94,10 @@ class GossipExchange(Exchange):
         posts = [float(m[0]) for m in meta]
         group = peers[int(np.argmax(posts))] if posts else -1
         t_trigger = max([t_post, *posts])
-        self.done.append((n, rules.kind, rank, t_trigger, t_done, 1 + len(peers), 1 + len(peers), group))
-        self.sink("iterations", iteration_row(rank, n, t_start, t_post, t_done, n, n, True))
-        return t_done, n + 1
-
-    def rounds(self):
-        """Nothing until the run ends: every rank's rows are gathered then (:meth:`close`)."""
-        rows, self.final = self.final, []
-        return rows
+        return self.record(
+            n, t_start, t_post, (n, rules.kind, rank, t_trigger, t_done, 1 + len(peers), 1 + len(peers), group)
+        )
 
     def close(self):
-        gathered = self.comm.gather(self.done, root=0)
-        self.final = [row for rows in gathered for row in rows] if self.rank == 0 else []
+        self.gather()
         self.gossip.Free()
