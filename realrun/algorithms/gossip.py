@@ -60,7 +60,7 @@ class GossipExchange(PerRankRounds):
         self.x = self.replica.host(self.replica.params()).astype(np.float64)  # push-sum numerator
         self.weight = 1.0
         self.out = self._message()
-        self.inbox = [self._message() for _ in range(max((len(p) for ph in rules.peer_lists for p in ph), default=0))]
+        self.inbox = [self._message() for _ in range(rules.most_peers())]
 
     def _message(self) -> np.ndarray:
         return np.empty(_META + 4 * self.d, dtype=np.uint8)
@@ -79,7 +79,7 @@ class GossipExchange(PerRankRounds):
         inbox = self.inbox[: len(peers)]
         tag = n % _TAGS
         requests = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
-        requests += [self.gossip.Isend(self.out, dest=j, tag=tag) for j in rules.receivers[n % rules.phases][rank]]
+        requests += [self.gossip.Isend(self.out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
         MPI.Request.Waitall(requests)
         t_done = self.clock.now()
         meta = [m[:_META].view(np.float64) for m in inbox]

@@ -27,8 +27,11 @@ class DpsgdRules(GossipRules):
         self.topology = scenario.algorithm.topology
         super().__init__(scenario, costs)
 
-    def phase_peers(self) -> list[list[list[int]]]:
-        return [neighbours(self.topology, self.P)]
+    def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        lists = neighbours(self.topology, self.P)
+        return [
+            (np.array([len(peers) for peers in lists]), np.array([j for peers in lists for j in peers], dtype=np.int64))
+        ]
 
 
 def update(
@@ -43,7 +46,7 @@ def update(
     """Every iteration: all gradients on the posted models, w_i ← mean over {i} ∪ N(i), then each worker's step."""
     P = rules.P
     ranks = np.arange(P)
-    members = [[i, *peers] for i, peers in enumerate(rules.peer_lists[0])]
+    members = [[i, *rules.peers(0, i)] for i in range(P)]
     order = np.concatenate(members)
     sizes = np.array([len(m) for m in members])
     starts = np.cumsum(sizes) - sizes

@@ -60,42 +60,53 @@ class PeerCosts:
 
 class GossipRules(PeerCosts):
     """Peers of every worker in each phase (iteration n is in phase n mod phases) and whether a worker waits for
-    its own sends; subclasses say which. Also as flat arrays for the fast engine: phase s's peers of worker i are
-    ``index[indptr[s, i]:indptr[s, i + 1]]``, their times ``cost[...]``, and ``own[s, i]`` its own sends' time."""
+    its own sends; subclasses say which. Kept as flat arrays, which the fast engine reads: worker i's peers in phase
+    s are ``index[indptr[s, i]:indptr[s, i + 1]]``, their messages' times ``cost[...]``, ``own[s, i]`` the time of
+    its own sends; who receives from i is ``r_index[r_indptr[s, i]:r_indptr[s, i + 1]]``."""
 
     kind = KIND
     waits_for_sends = True
 
     def __init__(self, scenario: Scenario, costs: CostModel):
         super().__init__(scenario, costs)
-        self.peer_lists = self.phase_peers()
-        self.phases = len(self.peer_lists)
-        P = self.P
-        self.indptr = np.zeros((self.phases, P + 1), dtype=np.int64)
-        index, cost = [], []
+        phases = self.phase_peers()
+        P, k = self.P, self.per_node
+        self.phases = len(phases)
+        self.indptr, self.r_indptr = np.zeros((2, self.phases, P + 1), dtype=np.int64)
         self.own = np.zeros((self.phases, P))
-        self.receivers: list[list[list[int]]] = []  # phase -> worker -> the workers whose exchange waits for it
-        for s, lists in enumerate(self.peer_lists):
-            receivers: list[list[int]] = [[] for _ in range(P)]
-            for i, peers in enumerate(lists):
-                self.indptr[s, i] = len(index)
-                times = [self.p2p(j, i) for j in peers]
-                index += peers
-                cost += times
-                if self.waits_for_sends and times:
-                    self.own[s, i] = max(times)
-                for j in peers:
-                    receivers[j].append(i)
-            self.indptr[s, P] = len(index)
-            self.receivers.append(receivers)
-        self.index, self.cost = np.array(index, dtype=np.int64), np.array(cost, dtype=np.float64)
+        index, cost, r_index = [], [], []
+        offset = 0
+        for s, (counts, peers) in enumerate(phases):
+            self.indptr[s] = offset + np.concatenate([[0], np.cumsum(counts)])
+            owner = np.repeat(np.arange(P), counts)
+            times = np.where(peers // k == owner // k, self._p2p[True], self._p2p[False])
+            if self.waits_for_sends:
+                np.maximum.at(self.own[s], owner, times)
+            order = np.argsort(peers, kind="stable")  # receivers of each worker, by rank
+            self.r_indptr[s] = offset + np.searchsorted(peers[order], np.arange(P + 1))
+            index.append(peers)
+            cost.append(times)
+            r_index.append(owner[order])
+            offset += len(peers)
+        self.index, self.cost, self.r_index = (np.concatenate(a) for a in (index, cost, r_index))
 
-    def phase_peers(self) -> list[list[list[int]]]:
-        """Per phase, per worker: the peers it receives a model from, sorted by rank."""
+    def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per phase: (counts, peers): worker i receives a model from the next ``counts[i]`` entries of ``peers``
+        (int64), sorted by rank."""
         raise NotImplementedError
 
     def peers(self, n: int, i: int) -> list[int]:
-        return self.peer_lists[n % self.phases][i]
+        """The workers ``i`` receives from at iteration ``n``."""
+        s = n % self.phases
+        return self.index[self.indptr[s, i] : self.indptr[s, i + 1]].tolist()
+
+    def receivers(self, n: int, i: int) -> list[int]:
+        """The workers that receive from ``i`` at iteration ``n``."""
+        s = n % self.phases
+        return self.r_index[self.r_indptr[s, i] : self.r_indptr[s, i + 1]].tolist()
+
+    def most_peers(self) -> int:
+        return int(np.diff(self.indptr, axis=1).max(initial=0))
 
     def exchange(self, n: int, i: int, posts: np.ndarray) -> tuple[float, float, int]:
         """(t_trigger, t_done, group) of worker ``i``'s exchange of iteration ``n``, ``posts`` the posts of n."""
@@ -133,7 +144,7 @@ class GossipProcess:
         posts[i] = self.engine.now
         waiting = self.waiting.setdefault(n, {})
         waiting[i] = call
-        for k in (i, *rules.receivers[n % rules.phases][i]):
+        for k in (i, *rules.receivers(n, i)):
             if k in waiting and all(posts[j] < np.inf for j in rules.peers(n, k)):
                 self.settle(waiting.pop(k), posts)
 
@@ -141,7 +152,8 @@ class GossipProcess:
         rules, engine, n, i = self.rules, self.engine, call.iteration, call.worker
         t_trigger, t_done, group = rules.exchange(n, i, posts)
         call.round, call.fresh, call.final = n, True, True
-        row = (n, rules.kind, i, t_trigger, t_done, 1 + len(rules.peers(n, i)), 1 + len(rules.peers(n, i)), group)
+        count = 1 + len(rules.peers(n, i))
+        row = (n, rules.kind, i, t_trigger, t_done, count, count, group)
         self.settled[n] = self.settled.get(n, 0) + 1
         if self.settled[n] == rules.P:
             del self.posts[n], self.waiting[n], self.settled[n]

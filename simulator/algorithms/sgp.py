@@ -27,12 +27,9 @@ class SgpRules(GossipRules):
 
     waits_for_sends = False
 
-    def phase_peers(self) -> list[list[list[int]]]:
-        P = self.P
-        return [
-            [[(i - exponential_shift(s, P)) % P] if P > 1 else [] for i in range(P)]
-            for s in range(exponential_phases(P))
-        ]
+    def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        count = 1 if self.P > 1 else 0
+        return [(np.full(self.P, count), self.source(s)[: count * self.P]) for s in range(exponential_phases(self.P))]
 
     def source(self, n: int) -> np.ndarray:
         """Each worker's source at iteration ``n`` (itself with one worker)."""
