@@ -51,11 +51,11 @@ class PeerCosts:
         self.nbytes = message_bytes(scenario)
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.per_node = scenario.cluster.workers_per_node
-        self._p2p = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}
+        self.link = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}  # by: both ends on one node
 
     def p2p(self, i: int, j: int) -> float:
         """One model from ``i`` to ``j``."""
-        return self._p2p[i // self.per_node == j // self.per_node]
+        return self.link[i // self.per_node == j // self.per_node]
 
 
 class GossipRules(PeerCosts):
@@ -79,7 +79,7 @@ class GossipRules(PeerCosts):
         for s, (counts, peers) in enumerate(phases):
             self.indptr[s] = offset + np.concatenate([[0], np.cumsum(counts)])
             owner = np.repeat(np.arange(P), counts)
-            times = np.where(peers // k == owner // k, self._p2p[True], self._p2p[False])
+            times = np.where(peers // k == owner // k, self.link[True], self.link[False])
             if self.waits_for_sends:
                 np.maximum.at(self.own[s], owner, times)
             order = np.argsort(peers, kind="stable")  # receivers of each worker, by rank

@@ -271,13 +271,13 @@ def test_lsgd_zero_compute_times_of_a_lower_ranked_worker(tmp_path):
 
 def test_compilation_is_cached_across_processes(tmp_path):
     script = (
-        "from stragglerlab.simulator.algorithms import lsgd\n"
+        "from stragglerlab.simulator.algorithms import adpsgd, lsgd\n"
         "from stragglerlab.simulator.fast import gossip, rounds\n"
         "from stragglerlab.simulator.run import run_engine\n"
         "from tests.helpers import scenario\n"
-        "for name in ('eager-solo', 'lsgd', 'd-psgd'):\n"
+        "for name in ('eager-solo', 'lsgd', 'd-psgd', 'ad-psgd'):\n"
         "    run_engine(scenario(**{'algorithm.name': name}), 'fast', lambda r: None, lambda r: None)\n"
-        "k = (rounds.round_kernel, lsgd.lsgd_kernel, gossip.gossip_kernel)\n"
+        "k = (rounds.round_kernel, lsgd.lsgd_kernel, gossip.gossip_kernel, adpsgd.adpsgd_kernel)\n"
         "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
         " sum(sum(f.stats.cache_hits.values()) for f in k))\n"
     )
@@ -286,7 +286,7 @@ def test_compilation_is_cached_across_processes(tmp_path):
     second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     misses, hits = map(int, second.stdout.split())
-    assert misses == 0 and hits == 3
+    assert misses == 0 and hits == 4
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

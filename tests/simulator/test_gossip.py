@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from stragglerlab.simulator.algorithms.adpsgd import peer
-from stragglerlab.simulator.run import run_engine
 from stragglerlab.simulator.scenario import ScenarioError
 from stragglerlab.simulator.topology import neighbours, torus_shape
 from stragglerlab.simulator.workloads import load as load_workload
@@ -162,13 +161,14 @@ def test_one_worker_gossips_with_nobody(tmp_path):
         assert np.allclose(it["t_done"], it["t_post"]) and (rounds["group"] == -1).all()
 
 
+@pytest.mark.parametrize("engine,window", [("reference", None), ("fast", 4), ("fast", None)])
 @pytest.mark.parametrize("topology", ["ring", "exponential"])
-def test_adpsgd_peers_serve_one_exchange_at_a_time_first_come_first_served(tmp_path, topology):
+def test_adpsgd_peers_serve_one_exchange_at_a_time_first_come_first_served(tmp_path, topology, engine, window):
     P, seed = 6, 4
     c = times(P, N=40, seed=2)
-    c[:, :3] *= 0.1  # half the workers fast: their requests queue at the same peers
+    c[:, :3] *= 0.1  # half the workers fast: their requests queue at the same peers, and they run ahead
     s = on_trace(tmp_path, "ad-psgd", c, seed=seed, **{"algorithm.topology": topology})
-    it, rounds = run_tables(s)
+    it, rounds = run_tables(s, engine, window)
     peers = ring(P) if topology == "ring" else exponential(P)
     N = len(c)
     # event by event: the next request is the earliest post (ties: the lowest worker)
@@ -194,17 +194,23 @@ def test_adpsgd_peers_serve_one_exchange_at_a_time_first_come_first_served(tmp_p
     assert drawn[1:].min() > 900  # uniform over the neighbours
 
 
-def test_adpsgd_runs_on_the_reference_engine_only():
-    from stragglerlab.simulator.run import engine_for
+def test_adpsgd_peers_are_drawn_as_the_vectorised_table_draws_them():
+    from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules
+    from stragglerlab.simulator.costs import cost_model
 
-    s = scenario(**{"algorithm.name": "ad-psgd"})
-    assert engine_for(s) == "reference"
-    with pytest.raises(ScenarioError, match="ad-psgd has no fast kernel") as err:
-        scenario(**{"algorithm.name": "ad-psgd", "engine": "fast"})
-    assert "\n" not in str(err.value)
-    with pytest.raises(ScenarioError, match="one of ring, torus, exponential"):
+    for P, topology in [(6, "ring"), (11, "exponential"), (12, "torus"), (1, "ring")]:
+        s = scenario(
+            seed=2**32 - 1, **{"algorithm.name": "ad-psgd", "cluster.workers": P, "algorithm.topology": topology}
+        )
+        rules = AdPsgdRules(s, cost_model(s))
+        table = rules.peer_table(5, 60)
+        assert all(table[n - 5, i] == rules.peer(i, n) for n in range(5, 60) for i in range(P))
+
+
+def test_topology_is_checked():
+    with pytest.raises(ScenarioError, match="one of ring, torus, exponential") as err:
         scenario(**{"algorithm.topology": "star"})
-    run_engine(s, "reference", lambda rows: None, lambda rows: None)
+    assert "\n" not in str(err.value)
 
 
 LINEAR = {
