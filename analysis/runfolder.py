@@ -56,7 +56,11 @@ SCHEMAS: dict[str, pa.Schema] = {
     "evals": pa.schema([("t", FLOAT), ("iteration", INT), ("worker", INT), ("loss", FLOAT), ("accuracy", FLOAT)]),
 }
 #: the order of a finished table's rows
-SORT_KEYS = {"iterations": ["worker", "iteration"], "rounds": ["round"], "evals": ["t", "iteration", "worker"]}
+SORT_KEYS = {
+    "iterations": ["worker", "iteration"],
+    "rounds": ["round", "initiator"],
+    "evals": ["t", "iteration", "worker"],
+}
 TABLES = tuple(SCHEMAS)
 #: what an engine or a real run records of each worker-iteration; the other columns of ``iterations`` follow from it
 RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh")

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from stragglerlab.analysis.runfolder import SCHEMAS
+from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
@@ -144,14 +144,14 @@ def replay(
     keeps a central model (a parameter server's), row P of the replicas' matrix, which starts as every replica does
     and is what the averaged model's evaluations (worker −1) evaluate."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)
-    rounds = rounds.sort_values("round", kind="stable").reset_index(drop=True)
+    rounds = rounds.sort_values(SORT_KEYS["rounds"], kind="stable").reset_index(drop=True)
     P, N = scenario.workers, scenario.iterations
     if len(it) != P * N:
         raise ValueError(f"the replay needs the whole iterations table ({P * N} rows, got {len(it)})")
     W = np.tile(workload.initial().astype(np.float64), (P + central, 1))
     evals = Evaluations(scenario, workload, central)
     carried = it[it["round"] >= 0]
-    reached = (carried.groupby("round")["iteration"].max() + 1).reindex(range(len(rounds)), fill_value=0)
+    reached = rounds["round"].map(carried.groupby("round")["iteration"].max() + 1).fillna(0).astype(np.int64)
     note = observe or (lambda event, m, value: None)
     t_done, reached = rounds["t_done"].to_numpy(), reached.to_numpy()
     with threadpool_limits(limits=1, user_api="blas"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stragglerlab.analysis.runfolder import SCHEMAS, iteration_columns
+from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS, iteration_columns
 from stragglerlab.simulator.run import run_engine
 from stragglerlab.simulator.scenario import Scenario, from_dict
 
@@ -38,5 +38,5 @@ def run_tables(s: Scenario, engine: str = "reference", window: int | None = None
     )
     return (
         it.sort_values(["worker", "iteration"]).reset_index(drop=True),
-        r.sort_values("round").reset_index(drop=True),
+        r.sort_values(SORT_KEYS["rounds"], kind="stable").reset_index(drop=True),
     )

@@ -9,7 +9,19 @@ Nothing else in the toolkit looks at an algorithm's name. Adding an algorithm is
 
 from __future__ import annotations
 
-from stragglerlab.simulator.algorithms import async_ps, eager, easgd, local_sgd, lsgd, quorum, sync, wagma
+from stragglerlab.simulator.algorithms import (
+    adpsgd,
+    async_ps,
+    dpsgd,
+    eager,
+    easgd,
+    local_sgd,
+    lsgd,
+    quorum,
+    sgp,
+    sync,
+    wagma,
+)
 from stragglerlab.simulator.algorithms.record import Algorithm
 from stragglerlab.simulator.keys import Key, ScenarioError
 
@@ -25,6 +37,10 @@ RECORDS: tuple[Algorithm, ...] = (
     quorum.RECORD,
     async_ps.RECORD,
     easgd.RECORD,
+    # decentralized gossip baselines
+    dpsgd.RECORD,
+    sgp.RECORD,
+    adpsgd.RECORD,
 )
 REGISTRY: dict[str, Algorithm] = {record.name: record for record in RECORDS}
 

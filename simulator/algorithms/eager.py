@@ -37,15 +37,18 @@ DIVIDE_BY = Key(
 EXCHANGES = {"native": "stragglerlab.realrun.algorithms.native:GradientExchange"}
 
 
-def initiator(seed: int, n: int, workers: int) -> int:
-    """The initiator of majority round ``n``: splitmix64 of (seed, n), modulo the number of workers.
-
-    ``z = seed + (n + 1)·0x9E3779B97F4A7C15``, then the splitmix64 finaliser, all modulo 2^64.
-    """
+def splitmix(seed, n):
+    """splitmix64 of (seed, n): ``z = seed + (n + 1)·0x9E3779B97F4A7C15``, then the splitmix64 finaliser, all
+    modulo 2^64; for Python ints and numpy uint64 arrays alike."""
     z = (seed + (n + 1) * 0x9E3779B97F4A7C15) & _MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return (z ^ (z >> 31)) % workers
+    return z ^ (z >> 31)
+
+
+def initiator(seed: int, n: int, workers: int) -> int:
+    """The initiator of majority round ``n``: splitmix64 of (seed, n), modulo the number of workers."""
+    return splitmix(seed, n) % workers
 
 
 class SoloRules(RoundRules):

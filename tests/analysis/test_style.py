@@ -5,6 +5,7 @@ import ast
 from pathlib import Path
 
 from stragglerlab.analysis.style import MARKERS, OKABE_ITO, Style, assign
+from stragglerlab.simulator.algorithms import RECORDS
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the names of the algorithms the simulator ships
@@ -35,3 +36,9 @@ def test_analysis_never_tests_an_algorithm_name():
             if isinstance(node, ast.Constant) and node.value in NAMES:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not found, found
+
+
+def test_every_algorithm_has_a_colour_and_a_marker_of_its_own():
+    styles = [record.style for record in RECORDS]
+    assert len({s.colour.lower() for s in styles}) == len(styles)
+    assert len({s.marker for s in styles}) == len(styles)

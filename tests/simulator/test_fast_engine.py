@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stragglerlab.simulator.algorithms import get, names
+from stragglerlab.simulator.algorithms import RECORDS
 from tests.helpers import run_tables, scenario
 
 
@@ -26,7 +26,8 @@ def assert_same_tables(s, window=16):
                 assert (x == y).all(), column
 
 
-ALGORITHMS = tuple(name for name in names() if get(name).kernel is not None)  # those the fast engine runs
+#: every algorithm with a fast kernel, from the registry
+ALGORITHMS = [record.name for record in RECORDS if record.kernel is not None]
 
 compute_models = st.one_of(
     st.fixed_dictionaries({"dist": st.just("constant"), "mean": st.floats(0.01, 1.0)}),
@@ -61,6 +62,7 @@ def scenarios(draw):
         "algorithm.period": draw(st.integers(1, 8)),
         "algorithm.global_period": draw(st.integers(1, 16)),
         "algorithm.quorum": draw(st.integers(0, workers)),
+        "algorithm.topology": draw(st.sampled_from(["ring", "torus", "exponential"])),
         # a time budget: none, or anywhere from before the first round to past the last
         "duration": draw(st.one_of(st.just(0.0), st.floats(0.001, 20.0))),
     }
@@ -95,6 +97,7 @@ def test_fast_equals_reference_for_every_option(name, late, sync_period):
             "algorithm.group_size": 3,
             "algorithm.period": 4,
             "algorithm.global_period": 12,
+            "algorithm.topology": "torus",
             "cluster.workers": 9,
             "cluster.workers_per_node": 3,
             "imbalance.kind": "random-delay",
@@ -271,13 +274,13 @@ def test_lsgd_zero_compute_times_of_a_lower_ranked_worker(tmp_path):
 
 def test_compilation_is_cached_across_processes(tmp_path):
     script = (
-        "from stragglerlab.simulator.algorithms import lsgd\n"
-        "from stragglerlab.simulator.fast import rounds\n"
+        "from stragglerlab.simulator.algorithms import adpsgd, lsgd\n"
+        "from stragglerlab.simulator.fast import gossip, rounds\n"
         "from stragglerlab.simulator.run import run_engine\n"
         "from tests.helpers import scenario\n"
-        "for name in ('eager-solo', 'lsgd'):\n"
+        "for name in ('eager-solo', 'lsgd', 'd-psgd', 'ad-psgd'):\n"
         "    run_engine(scenario(**{'algorithm.name': name}), 'fast', lambda r: None, lambda r: None)\n"
-        "k = (rounds.round_kernel, lsgd.lsgd_kernel)\n"
+        "k = (rounds.round_kernel, lsgd.lsgd_kernel, gossip.gossip_kernel, adpsgd.adpsgd_kernel)\n"
         "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
         " sum(sum(f.stats.cache_hits.values()) for f in k))\n"
     )
@@ -286,7 +289,7 @@ def test_compilation_is_cached_across_processes(tmp_path):
     second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     misses, hits = map(int, second.stdout.split())
-    assert misses == 0 and hits == 2
+    assert misses == 0 and hits == 4
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

@@ -1,0 +1,122 @@
+"""``ad-psgd`` with MPI point to point and a communication thread per rank (``MPI_THREAD_MULTIPLE``).
+
+Every rank runs a :class:`PeerThread` on its own duplicated communicator: it takes the exchange requests other ranks
+send it one at a time, in the order they arrive (MPI matches a receive from any source in arrival order), and the
+rank's own computation goes on meanwhile. After its gradient of iteration n, a rank sends its model to the neighbour
+the simulator's rules draw (:meth:`~stragglerlab.simulator.algorithms.adpsgd.AdPsgdRules.peer`) and waits for the
+reply; the peer's thread, when it takes the request (the exchange's start), averages: both models become
+(w_i + w_j)/2. The initiator then applies its gradient step.
+
+The thread never touches the replica, which the computation is using: it adds what each exchange it serves changes
+to a *pending* vector (under a lock), and the rank folds the pending changes into its model before each gradient and
+at its own exchange. So a rank's gradient is taken on its model as it was when the iteration began, and the model it
+steps holds every exchange served until then, as the simulator replays it. The initiator adds (average − what it
+sent), which keeps what its own thread served while it waited.
+
+Rows: every iteration is carried by its own round (version n, fresh); each rank's ``rounds`` row (``t_trigger`` the
+exchange's start on the peer's clock, ``group`` the peer) is gathered to rank 0 when the run ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from stragglerlab.realrun.algorithms.gossip import PerRankRounds
+
+REQUEST, REPLY, STOP = 21, 22, 23
+_META = 16  # bytes of a message before the model: two float64 (request: post time, iteration; reply: start, 0)
+
+
+def _message(d: int) -> np.ndarray:
+    return np.zeros(_META + 4 * d, dtype=np.uint8)
+
+
+class PeerThread:
+    """This rank's communication thread: serves the exchanges others start with it, one at a time, first come first
+    served, until its own rank sends it ``STOP``."""
+
+    def __init__(self, exchange: AdPsgdExchange):
+        self.exchange = exchange
+        self.inbox, self.reply = _message(exchange.d), _message(exchange.d)
+        self.thread = threading.Thread(target=self._serve, name="stragglerlab-ad-psgd-peer", daemon=True)
+
+    def _serve(self) -> None:
+        from mpi4py import MPI
+
+        ex, status = self.exchange, MPI.Status()
+        while True:
+            pending = ex.requests.Irecv(self.inbox, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+            pause = 1e-5
+            while not pending.Test(status):
+                time.sleep(pause)
+                pause = min(pause * 2, 2e-4)
+            if status.Get_tag() == STOP:
+                return
+            start = ex.clock.now()
+            theirs = self.inbox[_META:].view(np.float32).astype(np.float64)
+            with ex.lock:
+                mine = ex.current + ex.pending
+                average = (theirs + mine) / 2
+                ex.pending += average - mine
+            self.reply[:_META].view(np.float64)[:] = (start, 0.0)
+            self.reply[_META:].view(np.float32)[:] = average
+            ex.replies.Send(self.reply, dest=status.Get_source(), tag=REPLY)
+
+
+class AdPsgdExchange(PerRankRounds):
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+        self.requests, self.replies = comm.Dup(), comm.Dup()
+        self.lock = threading.Lock()
+        self.current = self.replica.host(self.replica.params()).astype(np.float64)  # the model as last loaded
+        self.pending = np.zeros(self.d)  # what exchanges served since then changed
+        self.out, self.answer = _message(self.d), _message(self.d)
+        self.peer = PeerThread(self)
+        self.peer.thread.start()
+
+    def _fold(self) -> None:
+        """The pending changes into the replica (holding the lock)."""
+        if self.pending.any():
+            self.current += self.pending
+            self.pending[:] = 0.0
+            self.replica.load(self.current)
+
+    def compute(self, n, injection, t_start):
+        with self.lock:
+            self._fold()
+        return super().compute(n, injection, t_start)
+
+    def iteration(self, n, g, loss, t_start, t_post):
+        rank = self.rank
+        j = self.rules.peer(rank, n)
+        start = t_post
+        if j >= 0:
+            with self.lock:
+                sent = self.current + self.pending
+            self.out[:_META].view(np.float64)[:] = (t_post, n)
+            self.out[_META:].view(np.float32)[:] = sent
+            self.requests.Send(self.out, dest=j, tag=REQUEST)
+            self.replies.Recv(self.answer, source=j, tag=REPLY)
+            start = float(self.answer[:_META].view(np.float64)[0])
+        t_done = self.clock.now()
+        with self.lock:
+            if j >= 0:
+                self.pending += self.answer[_META:].view(np.float32) - sent
+            self._fold()
+            self.replica.step(g)
+            self.current = self.replica.host(self.replica.params()).astype(np.float64)
+        return self.record(n, t_start, t_post, (n, self.rules.kind, rank, start, t_done, 1 + (j >= 0), 1, j))
+
+    def close(self):
+        from mpi4py import MPI
+
+        self.comm.Barrier()  # every rank's requests are answered: no more will come
+        stop = self.requests.Isend(np.zeros(_META, dtype=np.uint8), dest=self.rank, tag=STOP)
+        self.peer.thread.join()
+        MPI.Request.Wait(stop)
+        self.gather()
+        self.requests.Free()
+        self.replies.Free()

@@ -1,0 +1,103 @@
+"""``d-psgd`` and ``sgp`` with plain MPI point to point: at iteration n every rank sends its model to the ranks
+that receive from it in phase n mod phases and receives from its own peers (the rules'
+:class:`~stragglerlab.simulator.algorithms.gossip.GossipRules`: d-psgd's neighbours, sgp's source), all at once
+with non-blocking sends and receives on a duplicated communicator; the exchange is done when all have completed.
+
+Each message holds the sender's post time and push-sum weight (two float64) and its model (float32). D-PSGD then
+sets w ← mean of its own posted model and its neighbours', and steps with its gradient. SGP (the rules'
+``waits_for_sends`` is false: push-sum) steps its numerator x with the gradient taken on x/weight, sends it, and
+keeps x ← (x + x_src)/2, weight ← (weight + weight_src)/2, loading x/weight for the next gradient.
+
+Rows: every iteration is carried by its own round (version n, fresh); each rank's ``rounds`` row of iteration n (the
+latest post among it and its peers as ``t_trigger``, the peer that posted last as ``group``) is gathered to rank 0
+when the run ends (:class:`PerRankRounds`, which ad-psgd's exchange shares).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+
+_META = 16  # bytes of a message before the model: post time and push-sum weight, float64
+_TAGS = 1 << 15  # tags cycle: ranks are never that many iterations apart
+
+
+class PerRankRounds(Exchange):
+    """What the gossip exchanges share: every iteration carried by its own round, and one ``rounds`` row per rank
+    and iteration, kept by each rank and gathered to rank 0 when the run ends."""
+
+    identical = False
+
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+        self.done: list[tuple] = []
+        self.final: list[tuple] = []  # every rank's rows, on rank 0 once the run ends
+
+    def record(self, n: int, t_start: float, t_post: float, row: tuple) -> tuple[float, int]:
+        """Iteration ``n`` exchanged as ``row`` (a ``rounds`` row); returns what :meth:`iteration` returns."""
+        t_done = row[4]
+        self.done.append(row)
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        return t_done, n + 1
+
+    def rounds(self):
+        """Nothing until the run ends: every rank's rows are gathered then (:meth:`gather`)."""
+        rows, self.final = self.final, []
+        return rows
+
+    def gather(self) -> None:
+        """Collective: every rank's rows to rank 0."""
+        gathered = self.comm.gather(self.done, root=0)
+        self.final = [row for rows in gathered for row in rows] if self.rank == 0 else []
+
+
+class GossipExchange(PerRankRounds):
+    def __init__(self, scenario, rules, comm, replica, clock, sink):
+        super().__init__(scenario, rules, comm, replica, clock, sink)
+        self.gossip = comm.Dup()
+        self.push_sum = not rules.waits_for_sends
+        self.x = self.replica.host(self.replica.params()).astype(np.float64)  # push-sum numerator
+        self.weight = 1.0
+        self.out = self._message()
+        self.inbox = [self._message() for _ in range(rules.most_peers())]
+
+    def _message(self) -> np.ndarray:
+        return np.empty(_META + 4 * self.d, dtype=np.uint8)
+
+    def iteration(self, n, g, loss, t_start, t_post):
+        from mpi4py import MPI
+
+        rules, rank = self.rules, self.rank
+        if self.push_sum:
+            self.replica.load(self.x)
+            self.replica.step(g)
+        posted = self.replica.host(self.replica.params())
+        self.out[:_META].view(np.float64)[:] = (t_post, self.weight)
+        self.out[_META:].view(np.float32)[:] = posted
+        peers = rules.peers(n, rank)
+        inbox = self.inbox[: len(peers)]
+        tag = n % _TAGS
+        requests = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
+        requests += [self.gossip.Isend(self.out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
+        MPI.Request.Waitall(requests)
+        t_done = self.clock.now()
+        meta = [m[:_META].view(np.float64) for m in inbox]
+        models = [m[_META:].view(np.float32) for m in inbox]
+        if self.push_sum:
+            self.x = (np.asarray(posted, dtype=np.float64) + sum(models)) / 2
+            self.weight = (self.weight + sum(float(m[1]) for m in meta)) / 2
+            self.replica.load(self.x / self.weight)
+        else:
+            self.replica.load((np.asarray(posted, dtype=np.float64) + sum(models)) / (1 + len(models)))
+            self.replica.step(g)
+        posts = [float(m[0]) for m in meta]
+        group = peers[int(np.argmax(posts))] if posts else -1
+        t_trigger = max([t_post, *posts])
+        return self.record(
+            n, t_start, t_post, (n, rules.kind, rank, t_trigger, t_done, 1 + len(peers), 1 + len(peers), group)
+        )
+
+    def close(self):
+        self.gather()
+        self.gossip.Free()

@@ -1,0 +1,308 @@
+"""AD-PSGD (Lian et al., ICML'18): asynchronous pairwise gossip.
+
+After each gradient, worker i averages its model with one neighbour j in ``algorithm.topology``, drawn uniformly by
+:func:`peer`, a pure function of (seed, i, n). Every worker has a communication thread that serves the exchanges
+other workers start with it, one at a time, first come first served (requests of one instant in worker order): the
+exchange starts at max(t_post(n, i), when j's thread is free) and takes two messages, t_done = start + 2·p2p(n); j
+itself computes on meanwhile. At the start w_i, w_j ← (w_i + w_j)/2, then i applies its gradient step (taken on the
+model it had when it started the iteration; exchanges it served meanwhile are in the model it steps).
+
+Rounds: one row per exchange (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the start (when j's
+thread takes it), ``t_done``, ``contributors`` 2, ``fresh`` 1 (i's own iteration; j's model is whatever it holds),
+``group`` j. With one worker there is no peer: the iteration is released at its post (``group`` −1, 1 contributor).
+
+The fast engine (:func:`fast_kernel`) takes the posts in the same order from a heap of every worker's next post.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numba import njit
+
+from stragglerlab.simulator.algorithms.eager import splitmix
+from stragglerlab.simulator.algorithms.gossip import KIND, TOPOLOGY, PeerCosts
+from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
+from stragglerlab.simulator.topology import neighbours
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.fast.engine import FastEngine
+
+
+def peer(seed: int, worker: int, n: int, peers: list[int]) -> int:
+    """The neighbour ``worker`` averages with at iteration ``n``: ``peers[h mod len(peers)]``, h the splitmix64 hash
+    of majority's initiator applied twice, h = splitmix(splitmix(seed, worker), n) in uint64 (-1 without peers)."""
+    if not peers:
+        return -1
+    return peers[splitmix(splitmix(seed, int(worker)), int(n)) % len(peers)]
+
+
+class AdPsgdRules(PeerCosts):
+    """Each worker's neighbours, the peer of each exchange and what an exchange costs."""
+
+    kind = KIND
+
+    def __init__(self, scenario, costs):
+        super().__init__(scenario, costs)
+        self.topology = scenario.algorithm.topology
+        self.neighbours = neighbours(self.topology, self.P)
+
+    def peer(self, worker: int, n: int) -> int:
+        return peer(self.seed, worker, n, self.neighbours[worker])
+
+    def peer_table(self, first: int, last: int) -> np.ndarray:
+        """:meth:`peer` of every worker at iterations [first, last), one row per iteration, computed at once."""
+        deg = np.array([len(peers) for peers in self.neighbours])
+        if not deg.any():
+            return np.full((last - first, self.P), -1, dtype=np.int64)
+        flat = np.array([j for peers in self.neighbours for j in peers], dtype=np.int64)
+        h = splitmix(self.seed, np.arange(self.P, dtype=np.uint64))
+        n = np.arange(first, last, dtype=np.uint64)[:, None]
+        pick = (splitmix(h[None, :], n) % deg.astype(np.uint64)).astype(np.int64)
+        return flat[np.cumsum(deg) - deg + pick]
+
+    def exchange_time(self, i: int, j: int) -> float:
+        """A request and a reply between ``i`` and ``j``."""
+        return 2 * self.p2p(i, j)
+
+
+class AdPsgdProcess:
+    """The reference engine's side: each worker's communication thread as the time it is next free; posts come in
+    the engine's order, which is the threads' first-come-first-served order."""
+
+    def __init__(self, rules: AdPsgdRules, engine: Engine):
+        self.rules, self.engine = rules, engine
+        self.free = [0.0] * rules.P
+
+    def post(self, call: Call) -> None:
+        rules, engine = self.rules, self.engine
+        i, n, now = call.worker, call.iteration, engine.now
+        j = rules.peer(i, n)
+        start = done = now
+        if j >= 0:
+            start = max(now, self.free[j])
+            done = self.free[j] = start + rules.exchange_time(i, j)
+        call.round, call.fresh, call.final = n, True, True
+        row = (n, rules.kind, i, start, done, 1 + (j >= 0), 1, j)
+
+        def release() -> None:
+            engine.release(call)
+            engine.sink.round(row)
+
+        engine.after(done - now, release)
+
+
+def update(
+    rules: AdPsgdRules,
+    workload: Any,
+    it: pd.DataFrame,
+    rounds: pd.DataFrame,
+    W: np.ndarray,
+    opt: Optimizer,
+    note: Observer,
+) -> Iterator[int]:
+    """The exchanges in the order they start (ties: by request time, initiator, iteration); before each, the
+    gradients of every iteration begun strictly earlier are taken on the models as they are then, and the
+    initiator's own gradient of this iteration in any case (an exchange at the very instant an iteration starts
+    comes first, unless it is that iteration's own). Each exchange averages the pair, then steps the initiator."""
+    P, N = rules.P, rules.N
+    t_post, t_done = matrix(it, "t_post", P), matrix(it, "t_done", P)
+    t_start = np.zeros((P, N))
+    t_start[:, 1:] = t_done[:, :-1] + rules.update
+    worker, n_of = rounds["initiator"].to_numpy(), rounds["round"].to_numpy()
+    start, j_of = rounds["t_trigger"].to_numpy(), rounds["group"].to_numpy()
+    order = np.lexsort((n_of, worker, t_post[worker, n_of], start))
+    begun = np.zeros(P, dtype=np.int64)  # each worker's next iteration whose gradient is still to take
+    G = np.zeros_like(W)
+
+    def take(rows: np.ndarray) -> None:
+        if len(rows):
+            G[rows], _ = workload.gradient(W[rows], workload.batches(rows, begun[rows]))
+            begun[rows] += 1
+
+    for r in order:
+        i, n, j, s = int(worker[r]), int(n_of[r]), int(j_of[r]), start[r]
+        ahead = (begun < N) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
+        ahead[i] |= begun[i] == n
+        while ahead.any():
+            take(np.flatnonzero(ahead))
+            ahead = (begun < N) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
+        if j >= 0:
+            W[[i, j]] = (W[i] + W[j]) / 2
+        opt.step(W, G[i], np.array([i]))
+        note("averaged", n, W)
+        yield int(r)
+
+
+def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
+    """AD-PSGD on the fast engine: the posts in the engine's order (time, then worker) from a heap of every worker's
+    next post, each exchange taken from its peer's thread as it comes. Workers drift apart (nothing synchronises
+    them), so rows are final up to the least advanced worker's iteration, and the window grows when that one lags a
+    whole window behind."""
+    P, N = fast.P, fast.N
+    window = fast.window(fast.window_size())
+    heap_t, heap_w, heap_len = np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    parked = np.ones(P, dtype=np.bool_)  # its next post is still to compute (at first: every worker's)
+    next_, t_start, free = np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P)
+    out = fast.round_buffers(max(P, 1 << 16))
+    group = np.zeros(len(out["round"]), dtype=np.int64)
+    kind = np.full(len(group), rules.kind, dtype=object)
+    inter, intra = (2 * rules.link[shared] for shared in (False, True))  # what exchange_time gives
+
+    def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
+        return iteration
+
+    peers = rules.peer_table(0, window.size)
+    while True:
+        status, written = adpsgd_kernel(
+            heap_t, heap_w, heap_len, parked, next_, t_start, free, window.base, peers,
+            window.times, window.start, window.post, window.done, window.round, window.fresh,
+            N, rules.update, rules.per_node, inter, intra,
+            out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
+        )  # fmt: skip
+        fast.emit_rounds(written, out, kind[:written], group[:written].copy())
+        if status == DONE:
+            break
+        if status == NEED_ROWS:
+            final = int(next_.min())
+            fast.flush(window, final, version)
+            window.slide(final)
+            peers = rules.peer_table(window.base, window.base + window.size)
+    fast.flush(window, N, version)
+
+
+@njit(cache=True)
+def _push(heap_t, heap_w, heap_len, t, w):
+    """Into the binary heap of (post time, worker) pairs, least first."""
+    k = heap_len[0]
+    heap_len[0] = k + 1
+    while k > 0:
+        parent = (k - 1) // 2
+        if heap_t[parent] < t or (heap_t[parent] == t and heap_w[parent] < w):
+            break
+        heap_t[k], heap_w[k] = heap_t[parent], heap_w[parent]
+        k = parent
+    heap_t[k], heap_w[k] = t, w
+
+
+@njit(cache=True)
+def _pop(heap_t, heap_w, heap_len):
+    """The least (post time, worker) pair, out of the heap."""
+    t, w = heap_t[0], heap_w[0]
+    n = heap_len[0] - 1
+    heap_len[0] = n
+    last_t, last_w = heap_t[n], heap_w[n]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and (
+            heap_t[child + 1] < heap_t[child]
+            or (heap_t[child + 1] == heap_t[child] and heap_w[child + 1] < heap_w[child])
+        ):
+            child += 1
+        if last_t < heap_t[child] or (last_t == heap_t[child] and last_w < heap_w[child]):
+            break
+        heap_t[k], heap_w[k] = heap_t[child], heap_w[child]
+        k = child
+    heap_t[k], heap_w[k] = last_t, last_w
+    return t, w
+
+
+@njit(cache=True)
+def adpsgd_kernel(
+    heap_t,
+    heap_w,
+    heap_len,
+    parked,
+    next_,
+    t_start,
+    free,
+    base,
+    peers,
+    compute,
+    r_start,
+    r_post,
+    r_done,
+    r_round,
+    r_fresh,
+    iterations,
+    update,
+    per_node,
+    t_inter,
+    t_intra,
+    out_round,
+    out_initiator,
+    out_trigger,
+    out_done,
+    out_contributors,
+    out_fresh,
+    out_group,
+):
+    """Take the posts in (time, worker) order until the run ends, the round output is full, or a worker's next row
+    is past the window (it is *parked*: its post is computed once the window has slid). ``next_[i]``: worker i's
+    next iteration to post; ``t_start[i]``: when it starts; ``free[j]``: when j's thread is next free. Returns
+    (status, round rows written)."""
+    rows = r_post.shape[0]
+    written = 0
+    for w in range(parked.shape[0]):
+        if parked[w]:
+            parked[w] = False
+            k = next_[w] - base
+            r_start[k, w] = t_start[w]
+            r_post[k, w] = t_start[w] + compute[k, w]
+            _push(heap_t, heap_w, heap_len, r_post[k, w], w)
+    while heap_len[0] > 0:
+        if written == out_round.shape[0]:
+            return OUT_FULL, written
+        t, w = _pop(heap_t, heap_w, heap_len)
+        n = next_[w]
+        k = n - base
+        j = peers[k, w]
+        start = t
+        done = t
+        if j >= 0:
+            start = max(t, free[j])
+            done = start + (t_intra if w // per_node == j // per_node else t_inter)
+            free[j] = done
+        r_done[k, w] = done
+        r_round[k, w] = n
+        r_fresh[k, w] = True
+        out_round[written] = n
+        out_initiator[written] = w
+        out_trigger[written] = start
+        out_done[written] = done
+        out_contributors[written] = 2 if j >= 0 else 1
+        out_fresh[written] = 1
+        out_group[written] = j
+        written += 1
+        next_[w] = n + 1
+        if n + 1 < iterations:
+            t_start[w] = done + update
+            if k + 1 == rows:
+                parked[w] = True
+                return NEED_ROWS, written
+            r_start[k + 1, w] = t_start[w]
+            r_post[k + 1, w] = t_start[w] + compute[k + 1, w]
+            _push(heap_t, heap_w, heap_len, r_post[k + 1, w], w)
+    return DONE, written
+
+
+RECORD = Algorithm(
+    name="ad-psgd",
+    summary="AD-PSGD: after each gradient a worker averages with one random neighbour, served by its thread",
+    keys=(TOPOLOGY,),
+    rules=AdPsgdRules,
+    process=AdPsgdProcess,
+    kernel=fast_kernel,
+    update=update,
+    exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
+    style=Style("#44AA99", ">"),
+)

@@ -1,0 +1,71 @@
+"""D-PSGD (Lian et al., NeurIPS'17): synchronous gossip on a fixed graph (``algorithm.topology``).
+
+At iteration n every worker sends its model to all its neighbours at once and waits for theirs:
+t_done(n, i) = max(t_post(n, i), max_{j ∈ N(i)} t_post(n, j)) + p2p(n) (:mod:`.gossip`). Then
+w_i ← mean of the posted models of {i} ∪ N(i), and its own gradient step (computed on the model it posted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from stragglerlab.simulator.algorithms.gossip import TOPOLOGY, GossipProcess, GossipRules, iteration_rows
+from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.fast import gossip
+from stragglerlab.simulator.topology import neighbours
+
+
+class DpsgdRules(GossipRules):
+    """One phase: every worker receives from (and sends to) its neighbours in ``algorithm.topology``."""
+
+    def __init__(self, scenario, costs):
+        self.topology = scenario.algorithm.topology
+        super().__init__(scenario, costs)
+
+    def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        lists = neighbours(self.topology, self.P)
+        return [
+            (np.array([len(peers) for peers in lists]), np.array([j for peers in lists for j in peers], dtype=np.int64))
+        ]
+
+
+def update(
+    rules: DpsgdRules,
+    workload: Any,
+    it: pd.DataFrame,
+    rounds: pd.DataFrame,
+    W: np.ndarray,
+    opt: Optimizer,
+    note: Observer,
+) -> Iterator[int]:
+    """Every iteration: all gradients on the posted models, w_i ← mean over {i} ∪ N(i), then each worker's step."""
+    P = rules.P
+    ranks = np.arange(P)
+    members = [[i, *rules.peers(0, i)] for i in range(P)]
+    order = np.concatenate(members)
+    sizes = np.array([len(m) for m in members])
+    starts = np.cumsum(sizes) - sizes
+    for n, row in enumerate(iteration_rows(rounds, P)):
+        G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, n)))
+        W[:] = np.add.reduceat(W[order], starts, axis=0) / sizes[:, None]
+        note("averaged", n, W)
+        opt.step(W, G)
+        yield int(row)
+
+
+RECORD = Algorithm(
+    name="d-psgd",
+    summary="D-PSGD: synchronous gossip; each worker averages its model with its neighbours' every iteration",
+    keys=(TOPOLOGY,),
+    rules=DpsgdRules,
+    process=GossipProcess,
+    kernel=gossip.run,
+    update=update,
+    exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
+    style=Style("#999999", "<"),
+)

@@ -1,0 +1,165 @@
+"""Synchronous gossip (d-psgd, sgp): at iteration n every worker exchanges models with its peers of that iteration,
+and each exchange's time depends only on the posts of iteration n.
+
+Worker i's exchange of iteration n waits for the models of its *peers* (the workers it receives from: d-psgd's
+neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), for its own sends:
+
+    t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
+
+with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node) and own(i) = max_j p2p(i, j)
+when i waits for its sends (0 otherwise). With equal links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j))
++ p2p. A worker without peers (one worker) is released at its post.
+
+Each exchange is one ``rounds`` row (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the latest post
+among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (everyone's iteration n), ``group`` the
+peer that posted last (ties: the lowest rank; −1 without peers). Every iteration n is carried by round n, on model
+version n: staleness 0.
+
+The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.gossip`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.keys import Key, one_of
+from stragglerlab.simulator.network import message_bytes
+from stragglerlab.simulator.topology import TOPOLOGIES
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.scenario import Scenario
+
+KIND = "gossip"
+TOPOLOGY = Key(
+    "topology",
+    "ring",
+    one_of(TOPOLOGIES),
+    "d-psgd, ad-psgd: the gossip graph: ring (i ± 1), torus (a near-square grid), exponential (i ± 2^k)",
+)
+
+
+class PeerCosts:
+    """Point-to-point times of one model between two ranks, from the cost model (intra-node links inside a node)."""
+
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
+        self.nbytes = message_bytes(scenario)
+        self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.per_node = scenario.cluster.workers_per_node
+        self.link = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}  # by: both ends on one node
+
+    def p2p(self, i: int, j: int) -> float:
+        """One model from ``i`` to ``j``."""
+        return self.link[i // self.per_node == j // self.per_node]
+
+
+class GossipRules(PeerCosts):
+    """Peers of every worker in each phase (iteration n is in phase n mod phases) and whether a worker waits for
+    its own sends; subclasses say which. Kept as flat arrays, which the fast engine reads: worker i's peers in phase
+    s are ``index[indptr[s, i]:indptr[s, i + 1]]``, their messages' times ``cost[...]``, ``own[s, i]`` the time of
+    its own sends; who receives from i is ``r_index[r_indptr[s, i]:r_indptr[s, i + 1]]``."""
+
+    kind = KIND
+    waits_for_sends = True
+
+    def __init__(self, scenario: Scenario, costs: CostModel):
+        super().__init__(scenario, costs)
+        phases = self.phase_peers()
+        P, k = self.P, self.per_node
+        self.phases = len(phases)
+        self.indptr, self.r_indptr = np.zeros((2, self.phases, P + 1), dtype=np.int64)
+        self.own = np.zeros((self.phases, P))
+        index, cost, r_index = [], [], []
+        offset = 0
+        for s, (counts, peers) in enumerate(phases):
+            self.indptr[s] = offset + np.concatenate([[0], np.cumsum(counts)])
+            owner = np.repeat(np.arange(P), counts)
+            times = np.where(peers // k == owner // k, self.link[True], self.link[False])
+            if self.waits_for_sends:
+                np.maximum.at(self.own[s], owner, times)
+            order = np.argsort(peers, kind="stable")  # receivers of each worker, by rank
+            self.r_indptr[s] = offset + np.searchsorted(peers[order], np.arange(P + 1))
+            index.append(peers)
+            cost.append(times)
+            r_index.append(owner[order])
+            offset += len(peers)
+        self.index, self.cost, self.r_index = (np.concatenate(a) for a in (index, cost, r_index))
+
+    def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per phase: (counts, peers): worker i receives a model from the next ``counts[i]`` entries of ``peers``
+        (int64), sorted by rank."""
+        raise NotImplementedError
+
+    def peers(self, n: int, i: int) -> list[int]:
+        """The workers ``i`` receives from at iteration ``n``."""
+        s = n % self.phases
+        return self.index[self.indptr[s, i] : self.indptr[s, i + 1]].tolist()
+
+    def receivers(self, n: int, i: int) -> list[int]:
+        """The workers that receive from ``i`` at iteration ``n``."""
+        s = n % self.phases
+        return self.r_index[self.r_indptr[s, i] : self.r_indptr[s, i + 1]].tolist()
+
+    def most_peers(self) -> int:
+        return int(np.diff(self.indptr, axis=1).max(initial=0))
+
+    def exchange(self, n: int, i: int, posts: np.ndarray) -> tuple[float, float, int]:
+        """(t_trigger, t_done, group) of worker ``i``'s exchange of iteration ``n``, ``posts`` the posts of n."""
+        s = n % self.phases
+        t_done, t_trigger, group = posts[i] + self.own[s, i], posts[i], -1
+        for e in range(self.indptr[s, i], self.indptr[s, i + 1]):
+            j = self.index[e]
+            t_done = max(t_done, posts[j] + self.cost[e])
+            if group < 0 or posts[j] > posts[group]:
+                group = int(j)
+            t_trigger = max(t_trigger, posts[j])
+        return float(t_trigger), float(t_done), group
+
+
+def iteration_rows(rounds: pd.DataFrame, P: int) -> np.ndarray:
+    """For each iteration of a gossip schedule (P rows per round, sorted by round): the position of the row that
+    completes last (evaluations of the model after iteration n are taken then)."""
+    done = rounds["t_done"].to_numpy().reshape(-1, P)
+    return np.arange(len(done)) * P + done.argmax(axis=1)
+
+
+class GossipProcess:
+    """The reference engine's side: keeps the posts of each iteration until every worker's exchange of it is done;
+    a worker's exchange is settled as soon as it and its peers have posted, and released at its ``t_done``."""
+
+    def __init__(self, rules: GossipRules, engine: Engine):
+        self.rules, self.engine = rules, engine
+        self.posts: dict[int, np.ndarray] = {}
+        self.waiting: dict[int, dict[int, Call]] = {}
+        self.settled: dict[int, int] = {}
+
+    def post(self, call: Call) -> None:
+        rules, n, i = self.rules, call.iteration, call.worker
+        posts = self.posts.setdefault(n, np.full(rules.P, np.inf))
+        posts[i] = self.engine.now
+        waiting = self.waiting.setdefault(n, {})
+        waiting[i] = call
+        for k in (i, *rules.receivers(n, i)):
+            if k in waiting and all(posts[j] < np.inf for j in rules.peers(n, k)):
+                self.settle(waiting.pop(k), posts)
+
+    def settle(self, call: Call, posts: np.ndarray) -> None:
+        rules, engine, n, i = self.rules, self.engine, call.iteration, call.worker
+        t_trigger, t_done, group = rules.exchange(n, i, posts)
+        call.round, call.fresh, call.final = n, True, True
+        count = 1 + len(rules.peers(n, i))
+        row = (n, rules.kind, i, t_trigger, t_done, count, count, group)
+        self.settled[n] = self.settled.get(n, 0) + 1
+        if self.settled[n] == rules.P:
+            del self.posts[n], self.waiting[n], self.settled[n]
+
+        def release() -> None:
+            engine.release(call)
+            engine.sink.round(row)
+
+        engine.after(t_done - engine.now, release)
