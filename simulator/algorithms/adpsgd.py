@@ -11,6 +11,9 @@ Rounds: one row per exchange (kind ``gossip``): ``round`` n, ``initiator`` i, ``
 thread takes it), ``t_done``, ``contributors`` 2, ``fresh`` 1 (i's own iteration; j's model is whatever it holds),
 ``group`` j. With one worker there is no peer: the iteration is released at its post (``group`` −1, 1 contributor).
 
+With a time budget (``duration``), a worker stops at its first exchange that completes at or after it; its thread
+still serves the others' exchanges (its model stays as it was).
+
 The fast engine (:func:`fast_kernel`) takes the posts in the same order from a heap of every worker's next post.
 """
 
@@ -92,7 +95,7 @@ class AdPsgdProcess:
         row = (n, rules.kind, i, start, done, 1 + (j >= 0), 1, j)
 
         def release() -> None:
-            engine.release(call)
+            engine.release(call, last=engine.now >= rules.budget)
             engine.sink.round(row)
 
         engine.after(done - now, release)
@@ -163,7 +166,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
         status, written = adpsgd_kernel(
             heap_t, heap_w, heap_len, parked, next_, t_start, free, window.base, peers,
             window.times, window.start, window.post, window.done, window.round, window.fresh,
-            N, rules.update, rules.per_node, inter, intra,
+            N, rules.update, rules.per_node, inter, intra, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
         fast.emit_rounds(written, out, kind[:written], group[:written].copy())
@@ -174,7 +177,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
             fast.flush(window, final, version)
             window.slide(final)
             peers = rules.peer_table(window.base, window.base + window.size)
-    fast.flush(window, N, version)
+    fast.flush(window, int(next_.max()), version, next_)  # next_[i]: worker i's rows (fewer once it stopped)
 
 
 @njit(cache=True)
@@ -238,6 +241,7 @@ def adpsgd_kernel(
     per_node,
     t_inter,
     t_intra,
+    budget,
     out_round,
     out_initiator,
     out_trigger,
@@ -248,8 +252,9 @@ def adpsgd_kernel(
 ):
     """Take the posts in (time, worker) order until the run ends, the round output is full, or a worker's next row
     is past the window (it is *parked*: its post is computed once the window has slid). ``next_[i]``: worker i's
-    next iteration to post; ``t_start[i]``: when it starts; ``free[j]``: when j's thread is next free. Returns
-    (status, round rows written)."""
+    next iteration to post; ``t_start[i]``: when it starts; ``free[j]``: when j's thread is next free. A worker
+    stops after its last iteration or its first exchange completing at or after ``budget``. Returns (status, round
+    rows written)."""
     rows = r_post.shape[0]
     written = 0
     for w in range(parked.shape[0]):
@@ -284,7 +289,7 @@ def adpsgd_kernel(
         out_group[written] = j
         written += 1
         next_[w] = n + 1
-        if n + 1 < iterations:
+        if n + 1 < iterations and done < budget:
             t_start[w] = done + update
             if k + 1 == rows:
                 parked[w] = True

@@ -15,6 +15,9 @@ among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (eve
 peer that posted last (ties: the lowest rank; −1 without peers). Every iteration n is carried by round n, on model
 version n: staleness 0.
 
+With a time budget (``duration``), the first iteration whose earliest exchange completes at or after it is the last
+of every worker: a neighbour's model is needed at every iteration, so all stop at one iteration.
+
 The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.gossip`).
 """
 
@@ -50,6 +53,7 @@ class PeerCosts:
         self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
         self.nbytes = message_bytes(scenario)
         self.update = scenario.workload.update  # the optimizer step after each iteration
+        self.budget = scenario.budget  # the time budget (infinity: none)
         self.per_node = scenario.cluster.workers_per_node
         self.link = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}  # by: both ends on one node
 
@@ -137,6 +141,7 @@ class GossipProcess:
         self.posts: dict[int, np.ndarray] = {}
         self.waiting: dict[int, dict[int, Call]] = {}
         self.settled: dict[int, int] = {}
+        self.released: dict[int, tuple[float, int]] = {}  # (first release, releases) of each iteration in progress
 
     def post(self, call: Call) -> None:
         rules, n, i = self.rules, call.iteration, call.worker
@@ -159,7 +164,12 @@ class GossipProcess:
             del self.posts[n], self.waiting[n], self.settled[n]
 
         def release() -> None:
-            engine.release(call)
+            first, count = self.released.get(n, (engine.now, 0))
+            if count + 1 == rules.P:
+                self.released.pop(n, None)
+            else:
+                self.released[n] = (first, count + 1)
+            engine.release(call, last=first >= rules.budget)  # no exchange of n completed before the budget
             engine.sink.round(row)
 
         engine.after(t_done - engine.now, release)

@@ -3,7 +3,8 @@
 
 Every exchange of iteration n depends only on the posts of iteration n, so an iteration is two O(P·peers) passes:
 every worker's post, then every worker's exchange (its release and its round row). Rows are final once their
-iteration is swept, so the window slides by whole sweeps.
+iteration is swept, so the window slides by whole sweeps. The first iteration whose earliest exchange completes at
+or after the time budget is the last.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def run(rules: GossipRules, fast: FastEngine) -> None:
     """Run ``rules`` on the fast engine ``fast``."""
     P, N = fast.P, fast.N
     window = fast.window(fast.window_size())
-    state = np.zeros(1, dtype=np.int64)  # the next iteration to sweep
+    state = np.zeros(1, dtype=np.int64)  # the next iteration to sweep (the rows there are, once the budget ended it)
     t_start = np.zeros(P)
     out = fast.round_buffers(max(P, _ROWS_OUT // P * P))
     group = np.zeros(len(out["round"]), dtype=np.int64)
@@ -39,7 +40,7 @@ def run(rules: GossipRules, fast: FastEngine) -> None:
         status, written = gossip_kernel(
             state, t_start, window.base,
             window.times, window.start, window.post, window.done, window.round, window.fresh,
-            rules.indptr, rules.index, rules.cost, rules.own, rules.update, N,
+            rules.indptr, rules.index, rules.cost, rules.own, rules.update, N, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
         fast.emit_rounds(written, out, kind[:written], group[:written].copy())
@@ -48,7 +49,7 @@ def run(rules: GossipRules, fast: FastEngine) -> None:
         if status == NEED_ROWS:
             fast.flush(window, int(state[0]), version)
             window.slide(int(state[0]))
-    fast.flush(window, N, version)
+    fast.flush(window, int(state[0]), version)
 
 
 @njit(cache=True)
@@ -68,6 +69,7 @@ def gossip_kernel(
     own,
     update,
     iterations,
+    budget,
     out_round,
     out_initiator,
     out_trigger,
@@ -76,8 +78,9 @@ def gossip_kernel(
     out_fresh,
     out_group,
 ):
-    """Sweep iterations from ``state[0]`` until the run, the window or the round output ends; ``t_start[i]``: when
-    worker i starts its next iteration. Returns (status, round rows written)."""
+    """Sweep iterations from ``state[0]`` until the run (its last iteration, or the first whose earliest exchange
+    completes at or after ``budget``), the window or the round output ends; ``t_start[i]``: when worker i starts its
+    next iteration. Returns (status, round rows written)."""
     P = t_start.shape[0]
     phases = indptr.shape[0]
     written = 0
@@ -119,3 +122,5 @@ def gossip_kernel(
             out_group[written] = group
             written += 1
         state[0] = n + 1
+        if r_done[k].min() >= budget:
+            return DONE, written

@@ -97,12 +97,8 @@ def stop_rule_holds(it, r, duration):
         assert released[-1] >= t[-1] and (released[:-1] <= t[-1]).all()
 
 
-ROUNDED = [name for name in algorithms.names() if name not in ("async-ps", "easgd")]
-
-
-@pytest.mark.parametrize("name", ROUNDED)
-@pytest.mark.parametrize("duration", [0.3, 2.0])
-def test_every_worker_stops_at_the_budgets_last_round(name, duration):
+def random_run(name, duration):
+    """200 iterations of 8 workers, worker 2 four times slower, or the budget's stop."""
     s = scenario(
         iterations=200,
         duration=duration,
@@ -118,29 +114,43 @@ def test_every_worker_stops_at_the_budgets_last_round(name, duration):
     )
     it, r = run_tables(s)
     assert len(it) < 8 * 200
+    if algorithms.get(name).kernel is not None:
+        assert_same_tables(s, window=8)
+    return it, r
+
+
+ROUND_ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd", "quorum"]
+
+
+@pytest.mark.parametrize("name", ROUND_ALGORITHMS)
+@pytest.mark.parametrize("duration", [0.3, 2.0])
+def test_every_worker_stops_at_the_budgets_last_round(name, duration):
+    it, r = random_run(name, duration)
     stop_rule_holds(it, r, duration)
-    assert_same_tables(s, window=8)
 
 
-@pytest.mark.parametrize("name", ["async-ps", "easgd"])
-def test_a_server_worker_stops_at_its_first_reply_at_or_after_the_budget(name):
-    s = scenario(
-        iterations=200,
-        duration=0.5,
-        **{
-            "algorithm.name": name,
-            "algorithm.period": 3,
-            "imbalance.kind": "persistent",
-            "imbalance.factors": {"2": 4.0},
-            "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
-        },
-    )
-    it, _ = run_tables(s)
+@pytest.mark.parametrize("name", ["d-psgd", "sgp"])
+@pytest.mark.parametrize("duration", [0.3, 2.0])
+def test_synchronous_gossip_stops_every_worker_at_the_first_iteration_completing_after_the_budget(name, duration):
+    it, r = random_run(name, duration)
+    last = int(r["round"].max())
+    assert rows_per_worker(it) == {i: last + 1 for i in range(8)}
+    earliest = r.groupby("round")["t_done"].min()
+    assert earliest[last] >= duration > earliest[last - 1]
+
+
+@pytest.mark.parametrize("name", ["async-ps", "easgd", "ad-psgd"])
+def test_a_worker_on_its_own_stops_at_its_first_exchange_completing_at_or_after_the_budget(name):
+    it, _ = random_run(name, 0.5)
     for _, rows in it.groupby("worker"):
         rows = rows.sort_values("iteration")
         exchange = rows["t_done"] > rows["t_post"]
         assert exchange.iloc[-1] and rows["t_done"].iloc[-1] >= 0.5
         assert (rows["t_done"][exchange].iloc[:-1] < 0.5).all()
+
+
+def test_every_algorithm_has_a_stop_rule_tested():
+    assert set(ROUND_ALGORITHMS) | {"d-psgd", "sgp", "async-ps", "easgd", "ad-psgd"} == set(algorithms.names())
 
 
 def test_lsgd_4x4_with_a_slow_worker_computes_nothing_after_the_budgets_last_exchange():
