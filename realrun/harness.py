@@ -89,8 +89,6 @@ def run_rank(
             f"cluster.workers = {scenario.workers} but the job has {size} ranks; "
             f"run it on {scenario.workers} ranks or --set cluster.workers={size}"
         )
-    if scenario.duration > 0:
-        raise SharedError(f"duration = {scenario.duration}: real runs have no time budget yet; leave it at 0")
     record = algorithms.get(scenario.algorithm.name)
     try:
         exchange_type = exchange_class(record, backend)
@@ -102,6 +100,8 @@ def run_rank(
     try:
         replica = make_replica(scenario, rank, local_rank, ranks_here)
         exchange_type.check(scenario, replica)
+        if scenario.duration > 0 and not exchange_type.stops(record.rules(scenario, cost_model(scenario))):
+            raise UserError(f"duration = {scenario.duration}: {record.name} has no time budget in real runs yet")
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
@@ -189,6 +189,8 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
             with lock:
                 parts.flush()
         injection.spend(injection.update)
+        if exchange.stopped:
+            break
     if evals is not None:
         t_end = last[0] if last[1] == scenario.iterations else clock.now()
         record(evals.final(t_end, scenario.iterations, stand_in))

@@ -44,6 +44,8 @@ class Exchange:
 
     #: replicas are identical after every round, so rank 0's evaluations describe the averaged model (worker -1)
     identical = True
+    #: the time budget is spent: this rank stops after the current iteration (every rank of a round stops with it)
+    stopped = False
 
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
         self.scenario, self.rules, self.comm, self.replica = scenario, rules, comm, replica
@@ -54,6 +56,19 @@ class Exchange:
     @classmethod
     def check(cls, scenario: Scenario, replica: Replica) -> None:
         """Setup checks that need the replica, made on every rank before any collective (raise a UserError)."""
+
+    @classmethod
+    def stops(cls, rules: Any) -> bool:
+        """Whether this exchange runs the time budget (``duration``) of an algorithm with these rules."""
+        return False
+
+    def budget_spent(self, t_done: float) -> bool:
+        """Collective, at a round every rank completes: whether it is the time budget's last, as rank 0 saw its
+        completion (``t_done`` on rank 0), so that every rank stops after the same round. Without a budget, False
+        at no cost."""
+        if self.scenario.duration <= 0:
+            return False
+        return bool(self.comm.bcast(t_done >= self.scenario.duration if self.rank == 0 else None, root=0))
 
     def compute(self, n: int, injection: Injection, t_start: float) -> tuple[Any, float, float]:
         """This rank's computation of iteration ``n``, begun at ``t_start``: its gradient, training loss and post

@@ -7,6 +7,8 @@ counts posts over all workers in arrival order and asks the simulator's rules wh
 P·period a local one), initiated by that post. Every worker joins the next exchange with the first post
 it makes after the trigger (the initiator at once), so it joins after its current iteration (docs/semantics.md).
 Once some worker has posted its last iteration no exchange is triggered (a blocking exchange needs everyone).
+With a time budget, the first exchange that rank 0 sees complete at or after it is the last: rank 0 tells every
+rank so right after it, and every rank tells the server it has stopped.
 
 An exchange is blocking: an ``MPI_Allgather`` of each worker's running-mean loss (its last 10 training losses), a
 broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks) and, for a global
@@ -28,6 +30,7 @@ from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
 from stragglerlab.simulator.algorithms.lsgd import GLOBAL, LOSS_WINDOW, LsgdRules, leaders
 
 POST, REPLY = 11, 12
+STEP, LAST, STOPPED = 0, 1, 2  # what a worker reports: a post, its last iteration's post, or that it has stopped
 
 
 class CountingServer:
@@ -43,7 +46,7 @@ class CountingServer:
         count, closed, finished = 0, False, 0
         triggered: list[tuple[int, int, float]] = []  # (global, initiator, t_trigger) of each exchange
         joined = [0] * self.workers
-        request = np.zeros(3)  # worker, last, t_post
+        request = np.zeros(3)  # worker, report, t_post
         status = MPI.Status()
         while finished < self.workers:
             pending = self.comm.Irecv(request, source=MPI.ANY_SOURCE, tag=POST)
@@ -51,12 +54,15 @@ class CountingServer:
             while not pending.Test(status):
                 time.sleep(pause)
                 pause = min(pause * 2, 2e-4)
-            worker, last, t_post = int(request[0]), bool(request[1]), float(request[2])
+            worker, report, t_post = int(request[0]), int(request[1]), float(request[2])
+            if report == STOPPED:  # at the budget's last exchange: no post, no answer
+                finished += 1
+                continue
             count += 1
             kind = None if closed else self.rules.trigger(count)
             if kind is not None:
                 triggered.append((int(kind == GLOBAL), worker, t_post))
-            if last:
+            if report == LAST:
                 closed, finished = True, finished + 1
             reply = np.array([-1.0, 0.0, -1.0, -1.0])
             if joined[worker] < len(triggered):
@@ -89,7 +95,8 @@ class LsgdExchange(Exchange):
         self.replica.step(g)
         self.losses.append(loss)
         reply = np.zeros(4)
-        self.counter.Send(np.array([self.rank, float(n == self.rules.N - 1), t_post]), dest=0, tag=POST)
+        report = LAST if n == self.rules.N - 1 else STEP
+        self.counter.Send(np.array([self.rank, report, t_post], dtype=np.float64), dest=0, tag=POST)
         self.counter.Recv(reply, source=0, tag=REPLY)
         exchange, global_, initiator, t_trigger = int(reply[0]), bool(reply[1]), int(reply[2]), float(reply[3])
         if exchange < 0:
@@ -97,6 +104,9 @@ class LsgdExchange(Exchange):
             return None
         self._exchange(global_)
         t_done = self.clock.now()
+        self.stopped = self.budget_spent(t_done)
+        if self.stopped and report != LAST:  # (a last post has told the server already)
+            self.counter.Send(np.array([self.rank, STOPPED, t_done]), dest=0, tag=POST)
         self.waiting.append((n, t_start, t_post, t_done, self.version))
         for call in self.waiting:
             self._emit(call, exchange)
@@ -107,6 +117,10 @@ class LsgdExchange(Exchange):
                 (exchange, "leader", initiator, t_trigger, t_done, self.size, self.size, -1 if global_ else 0)
             )
         return t_done, n + 1
+
+    @classmethod
+    def stops(cls, rules) -> bool:
+        return True
 
     def _exchange(self, global_: bool) -> None:
         mean = np.array([np.mean(self.losses) if self.losses else np.inf])

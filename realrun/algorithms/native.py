@@ -109,9 +109,16 @@ class GradientExchange(NativeRounds):
         self.late = rules.late
         self.by_workers = rules.divide_by == "workers"
 
+    @classmethod
+    def stops(cls, rules: Any) -> bool:
+        """The time budget when every round is synchronous (sync): all ranks complete each round, so rank 0 decides
+        for all. A partial round's laggards would need the stop through the core."""
+        return all(rules.synchronous(m) for m in range(rules.total))
+
     def iteration(self, n, g, loss, t_start, t_post):
         out, info = self.exchange(n, g)
         t_done = self.clock.now()
+        self.stopped = self.budget_spent(t_done)
         self.waiting.append((n, t_start, t_post, t_done, info.fresh))
         self.replica.step(out[: self.d])
         divisor = self.size if self.by_workers else max(info.gradients, 1)
