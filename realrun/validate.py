@@ -55,6 +55,11 @@ def measured_compute(run: Run) -> np.ndarray:
     it = run.iterations
     scenario = run.meta["scenario"]
     P, N = scenario["cluster"]["workers"], scenario["iterations"]
+    if scenario.get("duration", 0) > 0:
+        raise UserError(
+            f"{run.path}: a run with a time budget (duration = {scenario['duration']}) has no trace of every "
+            f"worker's {N} iterations; validate a run with duration = 0"
+        )
     if len(it) != P * N:
         raise UserError(f"{run.path}: has {len(it)} of {P} x {N} worker-iterations; validate a finished run")
     matrix = it.pivot(index="iteration", columns="worker", values="compute")

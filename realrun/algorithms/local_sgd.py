@@ -3,7 +3,7 @@
 Iteration n steps locally; when it ends a period (the rules' :meth:`call_round`) the rank joins average
 m = ⌊n/period⌋ (kind ``average``, every rank fresh; its initiator is the last rank to post, known from P post-time
 slots summed along with the models). A local step's round is the average that carries it, or −1 after the last full
-period.
+period. With a time budget every rank stops after the first average that rank 0 saw complete at or after it.
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ class LocalSgdExchange(Exchange):
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         self.replica.load(buf[:d] / self.size)
         t_done = self.clock.now()
+        self.stopped = self.budget_spent(t_done)
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, m, m, True))
         if self.rank == 0:
             self.done.append(synchronous_round(m, rules.kind(m), buf[d:].astype(np.float64), t_done))
         return t_done, n + 1
+
+    @classmethod
+    def stops(cls, rules) -> bool:
+        return True
 
     def rounds(self):
         rows, self.done = self.done, []

@@ -39,10 +39,11 @@ def budget_run(spawn, scenario_file, tmp_path, algorithm):
     return it, rounds
 
 
-def test_sync_ranks_stop_after_the_same_round(spawn, scenario_file, tmp_path):
-    it, rounds = budget_run(spawn, scenario_file, tmp_path, "sync")
+@pytest.mark.parametrize("algorithm,calls", [("sync", 1), ("local-sgd", 2)])
+def test_ranks_of_synchronous_rounds_stop_after_the_same_round(spawn, scenario_file, tmp_path, algorithm, calls):
+    it, rounds = budget_run(spawn, scenario_file, tmp_path, algorithm)
     last = int(rounds["round"].iloc[-1])
-    assert it.groupby("worker").size().to_dict() == {0: last + 1, 1: last + 1}
+    assert it.groupby("worker").size().to_dict() == {0: (last + 1) * calls, 1: (last + 1) * calls}
     # rank 0 decided on its own release, just after the core's record of the round's completion
     assert rounds["t_done"].iloc[-2] < BUDGET <= rounds["t_done"].iloc[-1] + 0.05
 
