@@ -4,9 +4,12 @@ rule on random runs; LSGD's workers stop together at the budget's last exchange.
 import numpy as np
 import pytest
 
+from stragglerlab.analysis.metrics import summarize
+from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.catalog import example_path
 from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import load
 from tests.helpers import run_tables, scenario
 from tests.simulator.test_fast_engine import assert_same_tables
@@ -168,3 +171,24 @@ def test_lsgd_4x4_with_a_slow_worker_computes_nothing_after_the_budgets_last_exc
     assert (it.groupby("worker")["t_done"].max() == last).all()
     assert (it["round"] == it["round"].max()).sum() > 0 and (it["round"] >= 0).all()
     assert_same_tables(budget, window=64)
+
+
+def test_a_run_folder_the_budget_stopped_is_finished_and_summarised(tmp_path):
+    s = scenario(
+        iterations=200,
+        duration=1.0,
+        **{
+            "algorithm.name": "eager-solo",
+            "algorithm.sync_period": 0,
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"2": 4.0},
+            "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
+        },
+    )
+    run = load_run(simulate(s, tmp_path / "run"))
+    assert run.finished and run.meta["scenario"]["duration"] == 1.0
+    it = run.iterations
+    assert len(it) < 8 * 200 and run.meta["tally"]["rows"] == len(it)
+    assert it.groupby("worker").size()[2] < it.groupby("worker").size()[0]  # the slow worker has fewer rows
+    summary = summarize(run)
+    assert summary.iterations == len(it) and summary.samples_per_s > 0 and np.isfinite(summary.mean_iteration)
