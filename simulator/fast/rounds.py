@@ -32,7 +32,7 @@ S_ROUND, S_BASE, S_OVER = 0, 1, 2
 
 def run(rules: RoundRules, fast: FastEngine) -> None:
     """Run ``rules`` on the fast engine ``fast``: every round, then the local steps after the last one; or, when a
-    round completes at or after the time budget, up to each worker's stop (:func:`stops`)."""
+    round completes at or after the time budget, up to each worker's stop."""
     P, N, total, stride = fast.P, fast.N, rules.total, rules.stride
     rounds = range(total)
     is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
@@ -105,13 +105,13 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
         final = state[S_ROUND] * stride
         if pend_len.any():
             final = min(final, int(pend_n[np.arange(P), pend_head][pend_len > 0].min()))
-        if rules.budget < np.inf:  # rows after a release later than every round so far may be after a stop
-            final = min(final, int(window.base + stops(window.done[: final - window.base], last_done).min()))
+        if rules.budget < np.inf:  # a row released after every round so far may be its worker's last
+            final = min(final, int(window.base + released_by(window.done[: final - window.base], last_done).min()))
         fast.flush(window, final, version)
         window.slide(final)
-    if state[S_OVER]:
+    if state[S_OVER]:  # each worker stops at its first release after the last round, or at its call of that round
         calls = state[S_ROUND] * stride
-        limit = window.base + stops(window.done[: calls - window.base], last_done)
+        limit = np.minimum(window.base + released_by(window.done[: calls - window.base], last_done) + 1, calls)
         fast.flush(window, calls, version, limit)
         return
     if total * stride < N:
@@ -386,14 +386,13 @@ def bucketed_end(starts, posts, buckets, backward, t_bucket):
     return end
 
 
-def stops(done: np.ndarray, t_last: float) -> np.ndarray:
-    """Each worker's rows, of ``done`` (release times, rows × workers, all of calls up to the last round's), up to
-    its stop once the time budget's last round completed at ``t_last``: its first release after ``t_last``, else its
-    release by that round (the last row). Returns each worker's count of rows."""
-    after = done > t_last
+def released_by(done: np.ndarray, t: float) -> np.ndarray:
+    """Each worker's count of leading rows of ``done`` (release times, rows × workers) released no later than
+    ``t``."""
+    after = done > t
     if not after.size:
         return np.zeros(done.shape[1], dtype=np.int64)
-    return np.where(after.any(axis=0), after.argmax(axis=0) + 1, done.shape[0])
+    return np.where(after.any(axis=0), after.argmax(axis=0), done.shape[0])
 
 
 def _widen(queue: np.ndarray, head: np.ndarray, length: np.ndarray) -> np.ndarray:

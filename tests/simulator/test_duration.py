@@ -192,3 +192,29 @@ def test_a_run_folder_the_budget_stopped_is_finished_and_summarised(tmp_path):
     assert it.groupby("worker").size()[2] < it.groupby("worker").size()[0]  # the slow worker has fewer rows
     summary = summarize(run)
     assert summary.iterations == len(it) and summary.samples_per_s > 0 and np.isfinite(summary.mean_iteration)
+
+
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_the_fast_engine_keeps_a_lagging_workers_rows_until_the_budget_decides_them(window):
+    # worker 1 posts call 0 at 0.5, when round 3 (the last, at 0.5) completes: released before the completion, it runs
+    # call 1 and stops there; the fast engine must not hand over rows it computed beyond that in earlier windows
+    s = scenario(
+        iterations=4,
+        duration=0.5,
+        **{
+            "cluster.workers": 2,
+            "network.alpha": 0.0,
+            "network.beta": 0.0,
+            "network.gamma": 0.0,
+            "workload.params": 1,
+            "workload.compute": {"dist": "constant", "mean": 0.5},
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"0": 0.25},
+            "algorithm.name": "eager-solo",
+            "algorithm.sync_period": 0,
+            "algorithm.late": "drop",
+        },
+    )
+    it, r = run_tables(s)
+    assert rows_per_worker(it) == {0: 4, 1: 2} and list(r["t_done"]) == [0.125, 0.25, 0.375, 0.5]
+    assert_same_tables(s, window)
