@@ -49,6 +49,10 @@ class TorchSync(Exchange):
                 "delay, which DistributedDataParallel does not allow; use none or random-delay"
             )
 
+    @classmethod
+    def stops(cls, rules) -> bool:
+        return True  # every round is synchronous
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         import torch
@@ -114,6 +118,7 @@ class TorchSync(Exchange):
                 self.done.append(synchronous_round(n, self.rules.kind(n), buf[d:].double().cpu().numpy(), t_done))
         self.posts.append(t_post)
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        self.stopped = self.budget_spent(t_done)
         return t_done, n + 1
 
     def rounds(self):

@@ -26,32 +26,39 @@ global_period = 4
 """
 
 
-def budget_run(spawn, scenario_file, tmp_path, algorithm):
+def budget_run(spawn, scenario_file, tmp_path, algorithm, backend="native", budget=BUDGET):
     out = tmp_path / "run"
-    proc = spawn(2, ["run", str(scenario_file(SCENARIO)), "--set", f"algorithm.name={algorithm}", "-o", str(out)])
+    argv = ["run", str(scenario_file(SCENARIO)), "--set", f"algorithm.name={algorithm}", "--backend", backend]
+    proc = spawn(2, [*argv, "--set", f"duration={budget}", "-o", str(out)])
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
     assert run.finished
     it, rounds = run.iterations, run.rounds
-    assert 0 < len(it) < 2 * ITERATIONS and len(rounds) >= 2
+    assert 0 < len(it) < 2 * ITERATIONS
+    # every round before the last completed before the budget; rank 0 decided on its own release from the last,
+    # just after the core's record of its completion
+    assert (rounds["t_done"].iloc[:-1] < budget).all() and rounds["t_done"].iloc[-1] >= budget - 0.05
     # no iteration starts once the last round has completed
     assert (it["t_start"] < rounds["t_done"].iloc[-1]).all()
     return it, rounds
 
 
-@pytest.mark.parametrize("algorithm,calls", [("sync", 1), ("local-sgd", 2)])
-def test_ranks_of_synchronous_rounds_stop_after_the_same_round(spawn, scenario_file, tmp_path, algorithm, calls):
-    it, rounds = budget_run(spawn, scenario_file, tmp_path, algorithm)
+# the torch backend sets up its process group on the run's clock first (most of a second)
+@pytest.mark.parametrize(
+    "algorithm,calls,backend,budget",
+    [("sync", 1, "native", BUDGET), ("local-sgd", 2, "native", BUDGET), ("sync", 1, "torch", 3.0)],
+)
+def test_ranks_of_synchronous_rounds_stop_after_the_same_round(
+    spawn, scenario_file, tmp_path, algorithm, calls, backend, budget
+):
+    it, rounds = budget_run(spawn, scenario_file, tmp_path, algorithm, backend, budget)
     last = int(rounds["round"].iloc[-1])
     assert it.groupby("worker").size().to_dict() == {0: (last + 1) * calls, 1: (last + 1) * calls}
-    # rank 0 decided on its own release, just after the core's record of the round's completion
-    assert rounds["t_done"].iloc[-2] < BUDGET <= rounds["t_done"].iloc[-1] + 0.05
 
 
 def test_lsgd_ranks_stop_at_the_budgets_last_exchange(spawn, scenario_file, tmp_path):
     it, rounds = budget_run(spawn, scenario_file, tmp_path, "lsgd")
-    t_last = rounds["t_done"].iloc[-1]
-    assert rounds["t_done"].iloc[-2] < BUDGET <= t_last  # rank 0's completion times, as it decided
+    assert rounds["t_done"].iloc[-1] >= BUDGET  # rank 0's completion times, as it decided
     last_rows = it.sort_values("iteration").groupby("worker").tail(1)
     assert (last_rows["round"] == rounds["round"].iloc[-1]).all() and len(last_rows) == 2
 
