@@ -24,6 +24,16 @@ PRODUCES = {
     "wagma_scaling": ["scaling.csv", "scaling.png", "throughput.png"],
     "lsgd_heavy_tail": ["time_to_loss.csv", "curves.png"],
     "sim_vs_real": ["calibration.toml", "validation.csv", "trace.png", "out-of-sample.png"],
+    "baselines": [
+        "eager-throughput.csv",
+        "eager-throughput.png",
+        "eager-loss.csv",
+        "eager-curves.png",
+        "gossip.csv",
+        "gossip-speedup.png",
+        "lsgd-loss.csv",
+        "lsgd-curves.png",
+    ],
 }
 #: runs the code cells of the notebook named on the command line, in order, in one namespace
 RUNNER = """
@@ -73,7 +83,7 @@ def execute(name: str, out: Path, timeout: float) -> None:
             assert path.read_bytes().startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("name", ["eager_injection", "wagma_scaling", "lsgd_heavy_tail"])
+@pytest.mark.parametrize("name", ["eager_injection", "wagma_scaling", "lsgd_heavy_tail", "baselines"])
 def test_simulation_notebook_runs(name, tmp_path):
     execute(name, tmp_path, timeout=120)
 
