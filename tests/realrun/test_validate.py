@@ -62,7 +62,12 @@ def test_trace_driven_reproduces_a_simulated_run_exactly(tmp_path, algorithm):
 
 def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
     def slower(it: pd.DataFrame) -> pd.DataFrame:
-        it["t_done"] += it["wait"]  # every wait twice as long
+        it = it.sort_values(["worker", "iteration"])  # every wait twice as long, each worker's later times shifted
+        shift = it.groupby("worker")["wait"].cumsum()
+        before = shift - it["wait"]
+        it["t_start"] += before
+        it["t_post"] += before
+        it["t_done"] += shift
         it["wait"] *= 2
         return it
 
