@@ -1,25 +1,32 @@
 """Round times measured through the real harness: the cost table (``network.table``) that ``calibrate
 --collectives`` writes.
 
-Every algorithm with an exchange on the native backend is run by :func:`~stragglerlab.realrun.harness.run_rank`
-itself (the same code as ``stragglerlab run``), timing-only, balanced (no imbalance, a constant 0.1 ms compute), at
-each message size. A round's time is the wait (``t_done − t_post``, one rank's own clock) of the call that triggered
-it: its initiator's last call the round carried (the last poster of a synchronous round, the first of an
-asynchronous one); the first two rounds of each run are a warm-up and dropped. So it is the exchange with its whole
-software cost as the rank meets it, up to the moment the rank has control again (on a loaded machine a good
-fraction of a millisecond after the core has finished), the activation token of an asynchronous round included (a
-few microseconds, which the simulation adds again from alpha and beta). Differences of two ranks' clocks are never
-used: aligned by ping-pongs on a loaded machine, they can be a millisecond apart.
-A round kind is measured at the rank count the simulator asks it for: what the algorithm's rules ask a recording
-cost model for at construction (the largest concurrent group for WAGMA's group rounds, P otherwise). The gap between
-a round's end and the rank's next computation (``t_start`` of the next iteration − ``t_done``) is the harness's own
-cost per iteration, ``workload.update``.
+Every algorithm with an exchange on the native backend is run by :func:`~stragglerlab.realrun.harness.run_rank` itself
+(the same code as ``stragglerlab run``), timing-only, at each message size, under the scenario's own compute model and
+imbalance (the ranks sleep through their compute): a round costs more when the ranks it needs have been waiting or
+computing for a while than when they come straight from the previous round, since on a loaded machine a rank that slept
+takes a while to get a core back (at 2 ranks with a 1.5x straggler and 30 ms of compute, the straggler's waits for 400
+kB rounds averaged 2.8 ms, against a 0.3 ms median back to back). ``balanced`` times the rounds back to back instead
+(0.1 ms of compute, no imbalance): the bare exchange. A round's time is the least wait (``t_done − t_post``, each on one
+rank's own clock) among the calls by which the ranks joined it fresh (each rank's last fresh call the round carried):
+the last poster of a synchronous round or of an LSGD exchange, whose wait is the exchange alone; in an asynchronous
+round every fresh call was posted before the exchange took it, so the least wait is again the exchange (the initiator's,
+or a call posted as it started); the first two rounds of each run are a warm-up and dropped. So it is the exchange with
+its whole software cost as the rank meets it, up to the moment the rank has control again (on a loaded machine a good
+fraction of a millisecond after the core has finished), the activation token of an asynchronous round included (a few
+microseconds, which the simulation adds again from alpha and beta). Differences of two ranks' clocks are never used:
+aligned by ping-pongs on a loaded machine, they can be a millisecond apart. A round kind is measured at the rank count
+the simulator asks it for: what the algorithm's rules ask a recording cost model for at construction (the largest
+concurrent group for WAGMA's group rounds, P otherwise). The gap between a round's end and the rank's next computation
+(``t_start`` of the next iteration − ``t_done``) is the harness's own cost per iteration, ``workload.update``.
 
-**Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each;
-more iterations, up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have);
-after each block the median of every round so far is taken, and measuring stops when the last three such medians lie
-within ``tolerance`` (relative, max/min − 1) of each other, or after ``max_blocks`` blocks (the figure is then
-flagged unstable). Each figure is printed as its median with the interquartile range of the single rounds.
+**Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each; more
+iterations, up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have); after each block
+the median of every round so far is taken, and measuring stops when the last three such medians lie within ``tolerance``
+(relative, max/min − 1) of each other, or after ``max_blocks`` blocks (the figure is then flagged unstable). Each figure
+is printed as its mean, its median and the interquartile range of the single rounds. The table holds the **mean**
+(**(choice)**: the simulation gives every round one time, and a mean iteration time is predicted by the mean round time;
+under load the rounds' times are skewed, a few of several milliseconds).
 
 **Fits**: per (kind, ranks), ``seconds ≈ overhead + bytes × slope`` (least squares weighted by 1/t, as the network
 fits); the intercept is the per-round overhead. Its RMS relative residual over 20 % is flagged: the line does not
@@ -51,7 +58,8 @@ SIZES = (4096, 32768, 262144, 1048576, 4194304)
 WARMUP_ROUNDS = 2
 STABLE_BLOCKS = 3
 FLAG_RESIDUAL = 0.20
-COMPUTE = {"dist": "constant", "mean": 1e-4}
+#: ``--balanced``: rounds back to back, no imbalance
+BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
 
 
@@ -115,11 +123,11 @@ class Figure:
 def block_times(folder: Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Round times per kind (warm-up rounds dropped) and the update gaps of one calibration run (module doc)."""
     run = load_run(folder)
-    rounds = run.rounds[(run.rounds["round"] >= WARMUP_ROUNDS) & (run.rounds["initiator"] >= 0)]
     it = run.iterations
-    own = it.merge(rounds[["round", "initiator", "kind"]], left_on=["round", "worker"], right_on=["round", "initiator"])
-    last = own.sort_values("iteration").groupby("round").tail(1)
-    times = {str(kind): g["wait"].to_numpy() for kind, g in last.groupby("kind")}
+    kinds = run.rounds.set_index("round")["kind"]
+    joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
+    least = joined.tail(1).groupby("round")["wait"].min()
+    times = {str(kind): g.to_numpy() for kind, g in least.groupby(kinds.reindex(least.index).to_numpy())}
     it = it.sort_values(["worker", "iteration"])
     gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
     return times, np.concatenate(gaps)
@@ -142,9 +150,10 @@ def measure(
     block: int = 24,
     tolerance: float = 0.05,
     max_blocks: int = 10,
+    balanced: bool = False,
 ) -> Measurement | None:
-    """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size; the measurement
-    on rank 0, None elsewhere."""
+    """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
+    compute and imbalance (or ``balanced``); the measurement on rank 0, None elsewhere."""
     rank, P = comm.Get_rank(), comm.Get_size()
     out = Measurement() if rank == 0 else None
     with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
@@ -160,10 +169,9 @@ def measure(
                         "iterations": block,
                         "workload.model": "none",
                         "workload.params": max(nbytes // 4, 1),
-                        "workload.compute": COMPUTE,
+                        **(BALANCED if balanced else {}),
                         "workload.update": 0.0,
                         "workload.buckets": 1,
-                        "imbalance.kind": "none",
                     }
                 )
                 ranks = kind_ranks(scenario)
@@ -194,12 +202,12 @@ def measure(
 
 
 def table_rows(m: Measurement, P: int) -> list[tuple[str, int, int, float]]:
-    """The cost table: one row per (kind, ranks, bytes), the median over the algorithms that measured it; the sync
+    """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it; the sync
     rounds once more as ``allreduce``, which serves a kind the table has no rows of (at P ranks)."""
     pooled: dict[tuple[str, int, int], list[float]] = {}
     for (_, kind, ranks, nbytes), figure in m.rounds.items():
         pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
-    rows = [(kind, ranks, nbytes, float(np.median(v))) for (kind, ranks, nbytes), v in sorted(pooled.items())]
+    rows = [(kind, ranks, nbytes, float(np.mean(v))) for (kind, ranks, nbytes), v in sorted(pooled.items())]
     rows += [(ANY_KIND, r, b, s) for kind, r, b, s in list(rows) if kind == "sync" and r == P]
     return rows
 
@@ -237,12 +245,13 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
     lines = [
         f"collectives through the harness, blocks until the median of the last {STABLE_BLOCKS} moves < "
-        f"{tolerance:.0%}: median [25th, 75th percentile] of single rounds"
+        f"{tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
     ]
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
         lo, hi = figure.spread()
         lines.append(
-            f"  {name} {kind} over {ranks} ranks, {nbytes} B: {figure.median * 1e3:.3f} ms "
+            f"  {name} {kind} over {ranks} ranks, {nbytes} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
+            f"{figure.median * 1e3:.3f} ms "
             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks)"
         )
     lo, hi = m.gap.spread()
@@ -265,5 +274,5 @@ def extra(m: Measurement, table: Path, P: int, tolerance: float) -> tuple[list[s
     write_table(table, rows)
     return notes(m, fits(rows), tolerance), {
         "network": {"table": f'"{table.name}"', "overhead": "0.0"},
-        "workload": {"update": f"{m.gap.median:.6e}"},
+        "workload": {"update": f"{np.mean(m.gap.samples):.6e}"},
     }

@@ -7,9 +7,9 @@ With ``-o FILE`` it prints what it measured (the fragment's comments) and where 
 same as a JSON object; an existing FILE is replaced only with ``--force``.
 
 ``--collectives`` (needs ``-o FILE``) also measures the round times of every kind real runs use through the real
-harness (:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of
-its suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``.
-"""
+harness, under the scenario's compute and imbalance (``--balanced``: back to back)
+(:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of its
+suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``."""
 
 from __future__ import annotations
 
@@ -70,6 +70,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.05,
         metavar="X",
         help="with --collectives: stop when the last 3 block medians lie within X of each other (default 0.05)",
+    )
+    parser.add_argument(
+        "--balanced",
+        action="store_true",
+        help="with --collectives: time rounds back to back (0.1 ms compute, no imbalance), not under the scenario's "
+        "compute and imbalance",
     )
     parser.add_argument(
         "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
@@ -143,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
                     f"--sizes={args.sizes}",
                     f"--tolerance={args.tolerance}",
                     f"--max-blocks={args.max_blocks}",
+                    *(["--balanced"] if args.balanced else []),
                 ]
                 if args.collectives
                 else []
@@ -165,7 +172,13 @@ def run(args: argparse.Namespace) -> int:
     extra: tuple = ([], {})
     if table is not None:
         measured = roundtimes.measure(
-            scenario, comm, names, sizes, tolerance=args.tolerance, max_blocks=args.max_blocks
+            scenario,
+            comm,
+            names,
+            sizes,
+            tolerance=args.tolerance,
+            max_blocks=args.max_blocks,
+            balanced=args.balanced,
         )
         if measured is not None:
             extra = roundtimes.extra(measured, table, comm.Get_size(), args.tolerance)

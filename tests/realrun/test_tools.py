@@ -243,6 +243,7 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
         "--np",
         "2",
         "--collectives",
+        "--balanced",
         "--algorithms",
         "sync,eager-solo,wagma",
         "--sizes",
