@@ -4,6 +4,7 @@ trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the wai
 
     python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 40] [--compute 0.03]
                                                 [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
+    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]   # after the above
 
 Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler
 imbalance, and the update gap); then per algorithm and
@@ -13,6 +14,10 @@ scenario's default network formulas), and predicted out of sample from the same 
 imbalance. Prints one Markdown row per (P, algorithm, imbalance): the real mean iteration time, each error as mean ±
 standard deviation over the K repeats, and whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of
 the waits ≤ 0.25); writes every row to DIR/validation.csv.
+
+``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, gradient in 4 buckets, 10 ms
+random delays) against the simulated bucketed sync, trace-driven, with the backward share ``stragglerlab profile``
+measures and the calibration's network formulas (its table timed the native core's rounds, not gloo's).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -74,8 +80,12 @@ def main() -> None:
     parser.add_argument("--params", type=int, default=100_000)
     parser.add_argument("--algorithms", nargs="+", default=[r.name for r in algorithms.RECORDS])
     parser.add_argument("-o", "--output", type=Path, default=Path("bench-validation"))
+    parser.add_argument("--ddp", action="store_true", help="only the DDP comparison (after a run without it)")
     args = parser.parse_args()
     out = args.output
+    if args.ddp:
+        ddp(args)
+        return
     rows = []
     for P in args.ranks:
         fragment = out / f"P{P}" / "calibration.toml"
@@ -149,6 +159,60 @@ def report(table: pd.DataFrame) -> None:
             f"{cell(g['trace_error'])} | {cell(g['trace_error_formulas'])} | {cell(g['oos_error'])} | "
             f"{cell(g['ks_wait'], 1.0, 2)} | {' '.join(m for m in met if m) or '-'} |"
         )
+
+
+DDP_SCENARIO = """
+name = "validation-ddp-{P}"
+seed = 11
+iterations = {iterations}
+[cluster]
+workers = {P}
+[workload]
+model = "torch:mlp"
+batch = 32
+buckets = {buckets}
+backward = {backward}
+[imbalance]
+kind = "random-delay"
+slow = [1, 1]
+delay = {delay}
+[algorithm]
+name = "sync"
+"""
+
+
+def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
+    """Real sync under DistributedDataParallel (``--backend torch``, gloo, ``buckets`` buckets) against the
+    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the network the
+    calibration's formulas (its cost table timed the native core, not gloo)."""
+    print("| P | buckets | real mean it. [ms] | trace-driven err % (repeats) | KS waits |")
+    print("|---|---|---|---|---|")
+    for P in args.ranks:
+        out = args.output / f"P{P}" / "ddp"
+        out.mkdir(parents=True, exist_ok=True)
+        profiled = out / "profile.toml"
+        plain = out / "plain.toml"
+        plain.write_text('[workload]\nmodel = "torch:mlp"\nbatch = 32\n')
+        stragglerlab("profile", str(plain), "--iterations", "30", "-o", str(profiled), "--force")
+        backward = tomllib.loads(profiled.read_text())["workload"]["backward"]
+        path = out / "ddp.toml"
+        text = DDP_SCENARIO.format(P=P, iterations=4 * args.iterations, buckets=buckets, backward=backward, delay=0.01)
+        path.write_text(text)
+        network = calibrated_network(args.output / f"P{P}" / "calibration.toml")
+        network.pop("table", None)
+        network["overhead"] = 0.0
+        errors, ks, real_mean = [], [], []
+        for k in range(args.repeats):
+            folder = out / f"run-{k}"
+            stragglerlab("run", str(path), "--np", str(P), "--backend", "torch", "-o", str(folder), "--force")
+            table, _ = validate([load_run(folder)], out / f"val-{k}", network)
+            errors.append(table.loc[0, "mean_iteration_error"])
+            ks.append(table.loc[0, "ks_wait"])
+            real_mean.append(table.loc[0, "mean_iteration_real"])
+        e = 100 * np.array(errors)
+        spread = e.std(ddof=1) if len(e) > 1 else 0.0
+        real = 1e3 * np.mean(real_mean)
+        print(f"| {P} | {buckets} | {real:.2f} | {e.mean():+.1f} ± {spread:.1f} | {np.mean(ks):.2f} |")
 
 
 if __name__ == "__main__":
