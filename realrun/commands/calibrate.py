@@ -75,7 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--balanced",
         action="store_true",
         help="with --collectives: time rounds back to back (0.1 ms compute, no imbalance), not under the scenario's "
-        "compute and imbalance",
+        "compute and imbalance (the default without a SCENARIO)",
     )
     parser.add_argument(
         "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
             sizes,
             tolerance=args.tolerance,
             max_blocks=args.max_blocks,
-            balanced=args.balanced,
+            balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
         )
         if measured is not None:
             extra = roundtimes.extra(measured, table, comm.Get_size(), args.tolerance)
