@@ -69,6 +69,19 @@ def stragglerlab(*argv: str, timeout: float = 600) -> None:
         raise SystemExit(f"stragglerlab {' '.join(argv)}: exit {proc.returncode}")
 
 
+def calibrate(args: argparse.Namespace, P: int, fragment: Path, algorithm: str) -> None:
+    """``calibrate --collectives`` under the straggler scenario: every algorithm at three sizes, or (``algorithm``)
+    that one and sync (whose rounds serve the kinds it has none of) at the runs' message size."""
+    timed = fragment.with_name("timed-under.toml")  # the compute and imbalance the rounds are timed under
+    timed.write_text(scenario_text(args, P, "sync", "straggler"))
+    if algorithm:
+        which = ["--algorithms", ",".join(dict.fromkeys(["sync", algorithm])), "--sizes", str(4 * args.params)]
+    else:
+        which = ["--sizes", "200000,400000,800000"]
+    stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", *which, "--max-blocks", "5", "-o",
+                 str(fragment), "--force")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
@@ -80,6 +93,9 @@ def main() -> None:
     parser.add_argument("--params", type=int, default=100_000)
     parser.add_argument("--algorithms", nargs="+", default=[r.name for r in algorithms.RECORDS])
     parser.add_argument("-o", "--output", type=Path, default=Path("bench-validation"))
+    parser.add_argument(
+        "--calibrate-each", action="store_true", help="calibrate just before each algorithm's runs (a changing load)"
+    )
     parser.add_argument("--ddp", action="store_true", help="only the DDP comparison (after a run without it)")
     args = parser.parse_args()
     out = args.output
@@ -90,14 +106,14 @@ def main() -> None:
     for P in args.ranks:
         fragment = out / f"P{P}" / "calibration.toml"
         fragment.parent.mkdir(parents=True, exist_ok=True)
-        timed = fragment.with_name("timed-under.toml")  # the compute and imbalance the rounds are timed under
-        timed.write_text(scenario_text(args, P, "sync", "straggler"))
-        stragglerlab(
-            "calibrate", str(timed), "--np", str(P), "--collectives", "--sizes", "200000,400000,800000",
-            "--max-blocks", "5", "-o", str(fragment), "--force",
-        )  # fmt: skip
-        network = calibrated_network(fragment)
+        if not args.calibrate_each:
+            calibrate(args, P, fragment, "")
+            network = calibrated_network(fragment)
         for algorithm in args.algorithms:
+            if args.calibrate_each:  # just before this algorithm's runs, at their message size only
+                fragment = out / f"P{P}" / f"calibration-{algorithm}.toml"
+                calibrate(args, P, fragment, algorithm)
+                network = calibrated_network(fragment)
             runs: dict[str, list] = {}
             for imbalance in IMBALANCES:
                 path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
