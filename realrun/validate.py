@@ -1,9 +1,9 @@
 """Simulator against real runs: simulate a real run again and measure how far the simulation is from it.
 
 - **Trace-driven** (:func:`trace_driven`): the real run's scenario with its calibrated network (its own
-  ``[network]``, or a ``stragglerlab calibrate`` fragment's) and its own measured compute times. The iterations ×
-  workers matrix of the measured ``compute`` (``t_post − t_start``) is written as a ``.npy`` and the simulation
-  reads it with ``imbalance.kind = "trace"``. In a real run the injected imbalance (the sleep or burnt work of
+  ``[network]``, or a ``stragglerlab calibrate`` fragment's, with its cost table) and its own measured compute times
+  and update gaps (:func:`trace_and_update`: the mean gap as ``workload.update``, the rest in an iterations ×
+  workers matrix written as a ``.npy``, which the simulation reads with ``imbalance.kind = "trace"``). In a real run the injected imbalance (the sleep or burnt work of
   :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
   already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
   predicts is everything else: waits, rounds, staleness, throughput.
