@@ -1,11 +1,11 @@
 """Simulator against real runs: simulate a real run again and measure how far the simulation is from it.
 
-- **Trace-driven** (:func:`trace_driven`): the real run's scenario with its calibrated network (its own
-  ``[network]``, or a ``stragglerlab calibrate`` fragment's, with its cost table) and its own measured compute times
-  and update gaps (:func:`trace_and_update`: the mean gap as ``workload.update``, the rest in an iterations ×
-  workers matrix written as a ``.npy``, which the simulation reads with ``imbalance.kind = "trace"``). In a real run the injected imbalance (the sleep or burnt work of
-  :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured compute
-  already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
+- **Trace-driven** (:func:`trace_driven`): the real run's scenario with its calibrated network (its own ``[network]``,
+  or a ``stragglerlab calibrate`` fragment's, with its cost table) and its own measured compute times and update gaps
+  (:func:`trace_and_update`: the mean gap as ``workload.update``, the rest in an iterations × workers matrix written as
+  a ``.npy``, which the simulation reads with ``imbalance.kind = "trace"``). In a real run the injected imbalance (the
+  sleep or burnt work of :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured
+  compute already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
   predicts is everything else: waits, rounds, staleness, throughput.
 - **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
   ones alone: its own scenario and imbalance, the first runs' network, and the compute-time distribution fitted to
