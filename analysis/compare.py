@@ -18,6 +18,11 @@ import pandas as pd
 from stragglerlab.analysis.errors import UserError
 
 ALGORITHM = "algorithm.name"
+#: what validation aims for: the relative error of the simulated mean iteration time, per mode (trace-driven: the
+#: run's own compute times; out of sample: another run predicted from the first ones) ...
+VALIDATION_TARGETS = {"trace": 0.02, "out-of-sample": 0.05}
+#: ... and the Kolmogorov–Smirnov distance between the real and simulated waits
+KS_WAIT_TARGET = 0.25
 #: metrics where less is better: the speedup of these is baseline / algorithm rather than algorithm / baseline
 LOWER_IS_BETTER = frozenset(
     {

@@ -30,6 +30,8 @@ from stragglerlab.simulator.scenario import Scenario
 
 SIZES = [2**k for k in range(0, 23, 2)]  # bytes, 1 B … 4 MiB
 TAG = 7302
+#: more comment lines, and keys (TOML values) per section, for a fragment
+Extra = tuple[list[str], dict[str, dict[str, str]]]
 
 
 @dataclass
@@ -147,8 +149,10 @@ def fragment(
     fits: dict[str, dict[str, Fit]],
     compute: dict[str, Any] | None,
     mpi: str,
+    extra: Extra = ([], {}),
 ) -> str:
-    """The scenario fragment: comments with the fits' errors, then ``[network]`` and ``[workload]``."""
+    """The scenario fragment: comments with the fits' errors, then ``[network]`` and ``[workload]``; ``extra``:
+    more comment lines and keys (TOML values) per section (the collectives' table, overhead and update gap)."""
     lines = [
         f"# stragglerlab calibrate: {P} ranks on {', '.join(sorted(set(hosts)))} "
         f"({datetime.now(UTC).isoformat(timespec='seconds')}), {mpi}"
@@ -168,6 +172,9 @@ def fragment(
                 f"{g.stderr[0]:.1e} s/B (RMS relative residual of the model {g.residual:.1%})"
             )
             net["gamma"] = f"{g.coef[0]:.6e}"
+    comments, keys = extra
+    lines += [f"# {line}" for line in comments]
+    net.update(keys.get("network", {}))
     lines += ["", "[network]", *(f"{k} = {v}" for k, v in net.items()), ""]
     c = (
         compute
@@ -187,7 +194,12 @@ def fragment(
             f"device {scenario.workload.device}, measured on every rank",
         )
     inline = ", ".join(f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v:.6g}" for k, v in c.items())
-    lines += ["[workload]", f"compute = {{ {inline} }}", ""]
+    lines += [
+        "[workload]",
+        f"compute = {{ {inline} }}",
+        *(f"{k} = {v}" for k, v in keys.get("workload", {}).items()),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -201,8 +213,9 @@ def partners(hosts: list[str]) -> dict[str, int]:
     return {"": other[0], **({"intra_": same[0]} if same else {})}
 
 
-def calibrate(scenario: Scenario, compute_iterations: int = 30) -> str | None:
-    """Collective over ``MPI.COMM_WORLD`` (at least 2 ranks): the fragment on rank 0, None elsewhere."""
+def calibrate(scenario: Scenario, compute_iterations: int = 30, extra: Extra = ([], {})) -> str | None:
+    """Collective over ``MPI.COMM_WORLD`` (at least 2 ranks): the fragment on rank 0, None elsewhere; ``extra``
+    (rank 0's): more comment lines and keys for it (:func:`fragment`)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -226,4 +239,4 @@ def calibrate(scenario: Scenario, compute_iterations: int = 30) -> str | None:
         for prefix, t in one_way.items()
         if t is not None
     }
-    return fragment(scenario, P, hosts, fits, compute, MPI.Get_library_version().splitlines()[0].strip())
+    return fragment(scenario, P, hosts, fits, compute, MPI.Get_library_version().splitlines()[0].strip(), extra)

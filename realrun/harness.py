@@ -3,11 +3,10 @@
 Every rank runs :func:`run_rank`. Iteration n: compute the gradient on this rank's batch (``t_start`` →), add the
 injected delay (:mod:`.injection`), post (``t_post``), exchange by the algorithm's rules
 (:mod:`.algorithms`), and apply the result (``t_done``). Rows go to this rank's parts of the run folder
-every couple of seconds (:mod:`.parts`); rank 0 also writes ``rounds`` and ``evals`` (it evaluates its own
-replica, which is the averaged model for the algorithms that keep replicas identical, worker −1, and is worker 0
-otherwise) and ``meta.json`` (``source = "real"``), and merges the parts when every rank has finished. A watchdog
-(:mod:`.watchdog`) turns a lost rank into a one-line error and a bounded exit on every other rank, leaving
-the folder readable with ``finished = false``.
+every couple of seconds (:mod:`.parts`); rank 0 also writes ``rounds`` and ``evals`` (the mean of the replicas,
+worker −1, as the simulator evaluates it: :mod:`.evaluation`) and ``meta.json`` (``source = "real"``), and
+merges the parts when every rank has finished. A watchdog (:mod:`.watchdog`) turns a lost rank into a one-line
+error and a bounded exit on every other rank, leaving the folder readable with ``finished = false``.
 """
 
 from __future__ import annotations
@@ -27,26 +26,15 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import NEVER, RunWriter
 from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.evaluation import MeanEvaluations
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.parts import RankParts
 from stragglerlab.realrun.replica import make_replica
 from stragglerlab.realrun.watchdog import LIVE, Watchdog
 from stragglerlab.simulator import algorithms
-from stragglerlab.simulator.convergence import Evaluations
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.scenario import Scenario
-
-
-class _ReplicaEvaluator:
-    """The evaluation schedule of the simulator (:class:`~stragglerlab.simulator.convergence.Evaluations`) over this
-    rank's replica: the matrix it is handed stands for the replica."""
-
-    def __init__(self, replica):
-        self.replica = replica
-
-    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
-        return self.replica.evaluate()
 
 
 def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
@@ -163,17 +151,12 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
     """The training loop of this rank."""
     injection = Injection(scenario, rank, timing_only=scenario.workload.model == "none")
     evals = (
-        Evaluations(scenario, _ReplicaEvaluator(replica)) if rank == 0 and scenario.workload.model != "none" else None
+        MeanEvaluations(scenario, replica, exchange.comm, clock, exchange.identical, sink)
+        if scenario.workload.model != "none"
+        else None
     )
-    stand_in = np.zeros((1, 1))
-
-    def record(rows: list[tuple]) -> None:
-        for t, iteration, worker, loss, accuracy in rows:
-            if worker < 0:
-                sink("evals", (t, iteration, -1 if exchange.identical else 0, loss, accuracy))
-
     if evals is not None:
-        record(evals.rows(clock.now(), 0, stand_in))
+        evals.start()
     last = (0.0, 0)  # (t_done, iterations) of the last round completed here
     for n in range(scenario.iterations):
         t_start = clock.now()
@@ -181,8 +164,8 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
         completed = exchange.iteration(n, g, loss, t_start, t_post)
         if completed is not None:
             last = completed
-            if evals is not None:
-                record(evals.after_round(completed[0], completed[1], stand_in))
+        if evals is not None:
+            evals.after_iteration(completed)
         if parts.due():
             for row in exchange.rounds():
                 sink("rounds", row)
@@ -193,4 +176,4 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
             break
     if evals is not None:
         t_end = last[0] if last[1] == scenario.iterations else clock.now()
-        record(evals.final(t_end, scenario.iterations, stand_in))
+        evals.finish(t_end, scenario.iterations)

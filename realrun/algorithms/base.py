@@ -42,7 +42,8 @@ class Exchange:
     iteration ``n``, training ``loss``) and returns ``(t_done, iterations)`` when a round completed on this rank
     (``iterations``: per worker, in the model it produced), else None."""
 
-    #: replicas are identical after every round, so rank 0's evaluations describe the averaged model (worker -1)
+    #: replicas are identical after every round this rank completes, so rank 0's replica is then their mean and it
+    #: evaluates it at once; otherwise the mean is gathered from every rank (:mod:`..evaluation`)
     identical = True
     #: the time budget is spent: this rank stops after the current iteration (every rank of a round stops with it)
     stopped = False

@@ -5,7 +5,11 @@ Run it under ``mpiexec -n P`` / ``srun`` like ``stragglerlab run``, or with ``--
 The optional scenario names the workload to time and the allreduce algorithm to fit (default: timing only, ring).
 With ``-o FILE`` it prints what it measured (the fragment's comments) and where it wrote it, or with ``--json`` the
 same as a JSON object; an existing FILE is replaced only with ``--force``.
-"""
+
+``--collectives`` (needs ``-o FILE``) also measures the round times of every kind real runs use through the real
+harness, under the scenario's compute and imbalance (``--balanced``: back to back)
+(:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of its
+suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``."""
 
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
+from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import calibrate
 from stragglerlab.realrun.commands.run import launch
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
 from stragglerlab.simulator.scenario import load
 
@@ -41,7 +47,40 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="gradient computations timed per rank (default 30, at least 2)",
     )
-    output_arguments(parser, "replace the -o file if it exists")
+    parser.add_argument(
+        "--collectives",
+        action="store_true",
+        help="also measure every round kind through the real harness and write the cost table FILE.csv (needs -o)",
+    )
+    parser.add_argument(
+        "--algorithms",
+        default=",".join(r.name for r in algorithms.RECORDS if "native" in r.exchanges),
+        metavar="A,B",
+        help="with --collectives: the algorithms whose rounds to time (default: every one with a native exchange)",
+    )
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, roundtimes.SIZES)),
+        metavar="BYTES,...",
+        help="with --collectives: message sizes in bytes per rank (default 4 kB to 4 MiB)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        metavar="X",
+        help="with --collectives: stop when the last 3 block medians lie within X of each other (default 0.05)",
+    )
+    parser.add_argument(
+        "--balanced",
+        action="store_true",
+        help="with --collectives: time rounds back to back (0.1 ms compute, no imbalance), not under the scenario's "
+        "compute and imbalance (the default without a SCENARIO)",
+    )
+    parser.add_argument(
+        "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
+    )
+    output_arguments(parser, "replace the -o file (and its .csv table) if it exists")
 
 
 def report(text: str, output: Path | None, as_json: bool) -> None:
@@ -59,6 +98,25 @@ def report(text: str, output: Path | None, as_json: bool) -> None:
         print(text, end="")
 
 
+def collectives_options(args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """The algorithms and sizes of ``--collectives``, checked (one-line errors)."""
+    names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    for name in names:
+        if "native" not in algorithms.get(name).exchanges:
+            raise UserError(f"--algorithms: {name} has no native exchange to time")
+    try:
+        sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"--sizes {args.sizes}: not a list of byte counts") from None
+    if not names or not sizes or sizes[0] < 4:
+        raise UserError("--collectives needs at least one algorithm and sizes of at least 4 bytes")
+    if args.max_blocks < 3 or not 0 < args.tolerance < 1:
+        raise UserError("--max-blocks must be at least 3 and --tolerance between 0 and 1")
+    if not args.output:
+        raise UserError("--collectives writes a cost table beside the fragment: give -o FILE")
+    return names, sizes
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = (
         load(args.scenario, args.overrides)
@@ -67,11 +125,14 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.compute_iterations < 2:
         raise UserError(f"--compute-iterations {args.compute_iterations}: must be at least 2 (a mean and a spread)")
+    names, sizes = collectives_options(args) if args.collectives else ([], [])
+    table = args.output.with_suffix(".csv") if args.collectives else None
     if args.np is not None:
         if args.np < 2:
             raise UserError(f"--np {args.np}: calibration needs at least 2 ranks")
-        if args.output:
-            check_new_file(args.output, args.force)
+        for path in (args.output, table):
+            if path:
+                check_new_file(path, args.force)
         argv = [
             "calibrate",
             *([str(args.scenario)] if args.scenario else []),
@@ -81,20 +142,47 @@ def run(args: argparse.Namespace) -> int:
             *(["-o", str(args.output)] if args.output else []),
             *(["--force"] if args.force else []),
             *(["--json"] if args.json else []),
+            *(
+                [
+                    "--collectives",
+                    f"--algorithms={args.algorithms}",
+                    f"--sizes={args.sizes}",
+                    f"--tolerance={args.tolerance}",
+                    f"--max-blocks={args.max_blocks}",
+                    *(["--balanced"] if args.balanced else []),
+                ]
+                if args.collectives
+                else []
+            ),
         ]
         return subprocess.run(launch(args.np, argv)).returncode
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_size() < 2:
         raise UserError("calibration needs at least 2 ranks: run it under mpiexec -n P or with --np P")
-    if args.output:
-        try:
-            check_new_file(args.output, args.force)
-        except UserError:  # every rank sees the same files; rank 0 says it
-            if MPI.COMM_WORLD.Get_rank() == 0:
-                raise
-            return 2
-    text = calibrate(scenario, args.compute_iterations)
+    comm = MPI.COMM_WORLD
+    try:
+        for path in (args.output, table):
+            if path:
+                check_new_file(path, args.force)
+    except UserError:  # every rank sees the same files; rank 0 says it
+        if comm.Get_rank() == 0:
+            raise
+        return 2
+    extra: tuple = ([], {})
+    if table is not None:
+        measured = roundtimes.measure(
+            scenario,
+            comm,
+            names,
+            sizes,
+            tolerance=args.tolerance,
+            max_blocks=args.max_blocks,
+            balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
+        )
+        if measured is not None:
+            extra = roundtimes.extra(measured, table, comm.Get_size(), args.tolerance)
+    text = calibrate(scenario, args.compute_iterations, extra)
     if text is not None:
         if args.output:
             write_text(args.output, text)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from stragglerlab.analysis.compare import ALGORITHM
+from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import calibrated_network, validate
+from stragglerlab.realrun.validate import calibrated_network, repeats, validate
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -47,6 +48,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a second real run to predict out of sample from RUN's compute times and network (repeatable)",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="K",
+        help="RUNs (and OTHERs) are groups of K real runs of one configuration: report each error's mean and its "
+        "spread over the K (written to DIR/repeats.csv)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         type=Path,
@@ -64,11 +73,34 @@ def format_table(table: pd.DataFrame) -> str:
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
+def format_repeats(table: pd.DataFrame) -> str:
+    """The printed table of ``--repeat``: each error as mean ± spread over the repeats, in percent."""
+    shown = pd.DataFrame({"run": [Path(r).name for r in table["run"]], "mode": table["mode"]})
+    shown["algorithm"] = table[ALGORITHM]
+    for name, col, scale in (
+        ("mean err %", "mean_iteration_error", 100),
+        ("p95 err %", "p95_iteration_error", 100),
+        ("thru err %", "throughput_error", 100),
+        ("KS it", "ks_iteration", 1),
+        ("KS wait", "ks_wait", 1),
+    ):
+        pairs = zip(table[col], table[f"{col}_spread"], strict=True)
+        shown[name] = [f"{scale * m:.3g} ± {scale * d:.2g}" for m, d in pairs]
+    return shown.to_string(index=False)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise UserError(f"--repeat {args.repeat}: must be at least 1")
     network = calibrated_network(args.calibration) if args.calibration else None
     table, pairs = validate([load_run(p) for p in args.runs], args.output, network, [load_run(p) for p in args.predict])
     table.to_csv(args.output / "validation.csv", index=False)
     print(format_table(table))
+    if args.repeat > 1:
+        grouped = repeats(table, args.repeat)
+        grouped.to_csv(args.output / "repeats.csv", index=False)
+        print(f"over {args.repeat} repeats (mean ± standard deviation):")
+        print(format_repeats(grouped))
     for mode, runs in pairs.items():
         if runs:
             print(f"figure ({mode}): {save(draw('validation', runs), args.output / f'{mode}.pdf')}")

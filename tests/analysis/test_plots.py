@@ -209,7 +209,7 @@ def test_validation_against_hand_made_real_runs_where_picked_from_the_sweep(sim,
     fig = rendered(draw("validation", runs), tmp_path, "validation")
     cdf, bars = fig.axes
     assert len(cdf.lines) == 4  # real and simulated per algorithm
-    assert len(containers(bars, BarContainer)) == 1 and len(bars.patches) == 2 + 1  # one bar each, the target band
+    assert len(containers(bars, BarContainer)) == 1 and len(bars.patches) == 2 + 2  # one bar each, a band per target
     heights = [b.get_height() for b in containers(bars, BarContainer)[0]]
     assert heights == pytest.approx([100 * (1 / 1.02 - 1)] * 2)  # the simulation is 1/1.02 of the measured time
     with pytest.raises(UserError, match="both sources"):

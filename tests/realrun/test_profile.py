@@ -9,7 +9,10 @@ import tomllib
 import numpy as np
 import pytest
 
-from stragglerlab.realrun.profile import Profile, fragment
+from stragglerlab.realrun.calibration import compute_times
+from stragglerlab.realrun.profile import Profile, fragment, profile
+from stragglerlab.realrun.replica import make_replica
+from stragglerlab.simulator.network import BYTES_PER_ELEMENT, message_bytes
 from stragglerlab.simulator.scenario import load
 from tests.realrun.conftest import stragglerlab
 
@@ -53,3 +56,25 @@ def test_profile_writes_a_fragment_that_simulate_accepts(tmp_path):
     refused = stragglerlab("profile", str(workload), "--set", "workload.model=mlp", "--iterations", "3")
     assert refused.returncode == 2 and "profile times torch workloads" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("model", ["torch:mlp", "torch:cnn"])
+def test_profile_fragment_has_the_models_bytes_and_its_passes_add_up_to_a_step(tmp_path, model):
+    out = tmp_path / "profile.toml"
+    workload = tmp_path / "torch.toml"
+    workload.write_text(f'[workload]\nmodel = "{model}"\nbatch = 8\n')
+    done = stragglerlab("profile", str(workload), "--iterations", "8", "-o", str(out), timeout=150)
+    assert done.returncode == 0, done.stderr
+    profiled = load(out)
+    replica = make_replica(load(workload), 0, 0)
+    assert profiled.workload.params == replica.dimension  # the model's parameter count
+    assert message_bytes(profiled) == BYTES_PER_ELEMENT * replica.dimension
+    # forward + backward is a step: the fastest of each, the least disturbed on a loaded machine, within 3x; taken
+    # in turns, so a busy spell of the machine does not fall on one of them only
+    passes, step = np.inf, np.inf
+    for _ in range(4):
+        passes = min(passes, profile(load(workload), 20).total.min())
+        step = min(step, compute_times(replica, 20).min())  # whole gradient computations, as calibrate times them
+    assert 1 / 3 < passes / step < 3
+    again = stragglerlab("simulate", str(out), "--set", "iterations=3", "-o", str(tmp_path / "run"))
+    assert again.returncode == 0, again.stderr

@@ -232,3 +232,75 @@ def test_run_outside_a_launcher_starts_its_ranks_and_prints_json(native_ready, t
         assert record["runs"][0]["iterations"] == 2 * 5 and record["runs"][0]["samples_per_s"] > 0
         folder = tmp_path / expected
         assert load_run(folder).meta["source"] == "real" and not (folder / ".live").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(150)
+def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_ready, tmp_path):
+    fragment = tmp_path / "cal.toml"
+    argv = [
+        "calibrate",
+        "--np",
+        "2",
+        "--collectives",
+        "--balanced",
+        "--algorithms",
+        "sync,eager-solo,wagma",
+        "--sizes",
+        "4096,65536",
+        "--max-blocks",
+        "3",
+        "-o",
+        str(fragment),
+    ]
+    proc = stragglerlab(*argv, timeout=140)
+    assert proc.returncode == 0, proc.stderr
+    table = tmp_path / "cal.csv"
+    rows = table.read_text().splitlines()
+    assert rows[0] == "kind,ranks,bytes,seconds"
+    kinds = {tuple(r.split(",")[:3]) for r in rows[1:]}
+    for kind in ("sync", "async", "group", "allreduce"):
+        assert {(kind, "2", "4096"), (kind, "2", "65536")} <= kinds, kind
+    assert all(float(r.split(",")[3]) > 0 for r in rows[1:])
+    assert "update gap" in proc.stdout and "] (" in proc.stdout and "blocks until the median" in proc.stdout
+    scenario = load(fragment)
+    assert scenario.network.table == table and scenario.network.overhead == 0 and scenario.workload.update >= 0
+    for algorithm in ("sync", "eager-solo", "wagma"):
+        sim = tmp_path / f"sim-{algorithm}"
+        proc = stragglerlab(
+            "simulate",
+            str(fragment),
+            "--set",
+            f"algorithm.name={algorithm}",
+            "--set",
+            "algorithm.group_size=2",
+            "--set",
+            "cluster.workers=2",
+            "--set",
+            "workload.params=4096",
+            "--set",
+            "iterations=5",
+            "-o",
+            str(sim),
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert load_run(sim).meta["network"]["table"] == "cal.csv"
+    fragment.unlink()  # the table alone is not replaced without --force either
+    proc = stragglerlab(*argv)
+    assert proc.returncode == 2 and "exists; give --force" in proc.stderr and not fragment.exists()
+
+
+def test_calibrate_collectives_errors_are_one_line(tmp_path):
+    one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives"), "give -o FILE")
+    out = ["-o", str(tmp_path / "c.toml")]
+    one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives", "--sizes", "x", *out), "byte counts")
+    one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives", "--algorithms", "nope", *out), "nope")
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_calibrate_on_one_rank_is_a_one_line_error(native_ready, tmp_path):
+    command = [*run_command.launch(1, ["calibrate", "--collectives", "-o", str(tmp_path / "c.toml")])]
+    proc = run_bounded(command, 50, environment(), tmp_path)
+    assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.csv").exists()

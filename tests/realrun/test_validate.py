@@ -30,8 +30,9 @@ def as_real(folder, out, perturb=lambda it: it):
     return load_run(out)
 
 
-def simulated_real(tmp_path, name, **keys):
-    """A simulated 4-worker run with random delays, relabelled as real."""
+def simulated_real(tmp_path, name, perturb=0, **keys):
+    """A simulated 4-worker run with random delays, relabelled as real; ``perturb`` > 0: its waits stretched by
+    ``perturb`` × 10 %, so its simulation has that much error to find."""
     keys = {
         "cluster.workers": 4,
         "iterations": 30,
@@ -44,7 +45,23 @@ def simulated_real(tmp_path, name, **keys):
         "algorithm.period": 3,
         "algorithm.global_period": 6,
     } | keys
-    return as_real(simulate(scenario(**keys), tmp_path / f"{name}-sim"), tmp_path / name)
+    return as_real(simulate(scenario(**keys), tmp_path / f"{name}-sim"), tmp_path / name, stretched(1 + perturb / 10))
+
+
+def stretched(factor: float):
+    """An iterations-table perturbation: every wait ``factor`` times as long, each worker's later times shifted."""
+
+    def perturb(it: pd.DataFrame) -> pd.DataFrame:
+        it = it.sort_values(["worker", "iteration"])
+        extra = it["wait"] * (factor - 1)
+        shift = extra.groupby(it["worker"]).cumsum()
+        it["t_start"] += shift - extra
+        it["t_post"] += shift - extra
+        it["t_done"] += shift
+        it["wait"] *= factor
+        return it
+
+    return perturb
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -62,13 +79,8 @@ def test_trace_driven_reproduces_a_simulated_run_exactly(tmp_path, algorithm):
 
 
 def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
-    def slower(it: pd.DataFrame) -> pd.DataFrame:
-        it["t_done"] += it["wait"]  # every wait twice as long
-        it["wait"] *= 2
-        return it
-
     original = simulated_real(tmp_path, "original", **{"algorithm.name": "sync"})
-    perturbed = as_real(original.path, tmp_path / "perturbed", slower)
+    perturbed = as_real(original.path, tmp_path / "perturbed", stretched(2.0))
     table, _ = validate([perturbed], tmp_path / "val")
     it = original.iterations
     expected = (it["compute"] + it["wait"]).mean() / (it["compute"] + 2 * it["wait"]).mean() - 1
@@ -132,6 +144,53 @@ def test_command_errors_are_one_line(tmp_path):
     assert proc.returncode == 2 and "not a real run" in proc.stderr and "Traceback" not in proc.stderr
     proc = stragglerlab("validate", str(sim), "--calibration", str(tmp_path / "missing.toml"))
     assert proc.returncode == 2 and "cannot read the calibration" in proc.stderr
+
+
+def test_a_calibrations_cost_table_is_used(tmp_path):
+    real = simulated_real(tmp_path, "real", **{"algorithm.name": "sync"})
+    (tmp_path / "cal.csv").write_text(
+        "kind,ranks,bytes,seconds\n" + "".join(f"{k},4,{b},0.05\n" for k in ("sync", "async") for b in (1000, 8000))
+    )
+    fragment = tmp_path / "cal.toml"
+    fragment.write_text('[network]\ntable = "cal.csv"\noverhead = 0.0\n')
+    out = tmp_path / "val"
+    proc = stragglerlab("validate", str(real.path), "--calibration", str(fragment), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    sim = load_run(out / "trace" / "real")
+    assert sim.meta["network"]["table"] == "cal.csv"
+    rounds = sim.rounds
+    assert np.allclose(rounds["t_done"] - rounds["t_trigger"], 0.05)  # every sync round as the table says
+    assert pd.read_csv(out / "validation.csv").loc[0, "mean_iteration_error"] > 0.5
+
+
+def test_a_fragment_with_a_nan_is_a_one_line_error(tmp_path):
+    real = simulated_real(tmp_path, "real", **{"algorithm.name": "sync"})
+    fragment = tmp_path / "nan.toml"
+    fragment.write_text("[network]\nalpha = nan\n")
+    for argv in (["validate", str(real.path), "--calibration", str(fragment)], ["simulate", str(fragment)]):
+        proc = stragglerlab(*argv, "-o", str(tmp_path / argv[0]))
+        assert proc.returncode == 2 and "network.alpha = nan" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_repeat_reports_each_errors_spread_over_the_repeats(tmp_path):
+    runs = [
+        simulated_real(tmp_path, f"r{seed}", **{"algorithm.name": "wagma", "seed": seed}, perturb=seed)
+        for seed in (1, 2, 3)
+    ]
+    out = tmp_path / "val"
+    proc = stragglerlab("validate", *[str(r.path) for r in runs], "--repeat", "3", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "over 3 repeats" in proc.stdout and "±" in proc.stdout
+    grouped = pd.read_csv(out / "repeats.csv")
+    each = pd.read_csv(out / "validation.csv")
+    assert len(grouped) == 1 and grouped.loc[0, "repeats"] == 3
+    errors = each["mean_iteration_error"]
+    assert grouped.loc[0, "mean_iteration_error"] == pytest.approx(errors.mean())
+    assert grouped.loc[0, "mean_iteration_error_spread"] == pytest.approx(errors.std(ddof=1))
+    assert grouped.loc[0, "mean_iteration_error_spread"] > 0
+    proc = stragglerlab("validate", *[str(r.path) for r in runs], "--repeat", "2", "-o", str(out))
+    assert proc.returncode == 2 and "not groups of 2 repeats" in proc.stderr
 
 
 @pytest.mark.mpi

@@ -1,0 +1,278 @@
+"""Round times measured through the real harness: the cost table (``network.table``) that ``calibrate
+--collectives`` writes.
+
+Every algorithm with an exchange on the native backend is run by :func:`~stragglerlab.realrun.harness.run_rank` itself
+(the same code as ``stragglerlab run``), timing-only, at each message size, under the scenario's own compute model and
+imbalance (the ranks sleep through their compute): a round costs more when the ranks it needs have been waiting or
+computing for a while than when they come straight from the previous round, since on a loaded machine a rank that slept
+takes a while to get a core back (at 2 ranks with a 1.5x straggler and 30 ms of compute, the straggler's waits for 400
+kB rounds averaged 2.8 ms, against a 0.3 ms median back to back). ``balanced`` times the rounds back to back instead
+(0.1 ms of compute, no imbalance): the bare exchange. A round's time is the least wait (``t_done − t_post``, each on one
+rank's own clock) among the calls by which the ranks joined it fresh (each rank's last fresh call the round carried):
+the last poster of a synchronous round or of an LSGD exchange, whose wait is the exchange alone; in an asynchronous
+round every fresh call was posted before the exchange took it, so the least wait is again the exchange (the initiator's,
+or a call posted as it started); the first two rounds of each run are a warm-up and dropped. So it is the exchange with
+its whole software cost as the rank meets it, up to the moment the rank has control again (on a loaded machine a good
+fraction of a millisecond after the core has finished), the activation token of an asynchronous round included (a few
+microseconds, which the simulation adds again from alpha and beta). Differences of two ranks' clocks are never used:
+aligned by ping-pongs on a loaded machine, they can be a millisecond apart. A round kind is measured at the rank count
+the simulator asks it for: what the algorithm's rules ask a recording cost model for at construction (the largest
+concurrent group for WAGMA's group rounds, P otherwise). The gap between a round's end and the rank's next computation
+(``t_start`` of the next iteration − ``t_done``) is the harness's own cost per iteration, ``workload.update``.
+
+**Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each; more
+iterations, up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have); after each block
+the median of every round so far is taken, and measuring stops when the last three such medians lie within ``tolerance``
+(relative, max/min − 1) of each other, or after ``max_blocks`` blocks (the figure is then flagged unstable). Each figure
+is printed as its mean, its median and the interquartile range of the single rounds. The table holds the **mean**
+(**(choice)**: the simulation gives every round one time, and a mean iteration time is predicted by the mean round time;
+under load the rounds' times are skewed, a few of several milliseconds).
+
+**Fits**: per (kind, ranks), ``seconds ≈ overhead + bytes × slope`` (least squares weighted by 1/t, as the network
+fits); the intercept is the per-round overhead. Its RMS relative residual over 20 % is flagged: the line does not
+describe that kind, and the table's interpolation, not the line, is what the simulation uses. The table holds the
+overhead already, so the fragment sets ``network.overhead = 0``.
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.realrun.calibration import fit_linear
+from stragglerlab.realrun.harness import run_rank
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS
+from stragglerlab.simulator.network import NetworkModel
+from stragglerlab.simulator.scenario import Scenario
+
+#: default message sizes (bytes per rank), 4 kB … 4 MiB
+SIZES = (4096, 32768, 262144, 1048576, 4194304)
+WARMUP_ROUNDS = 2
+STABLE_BLOCKS = 3
+FLAG_RESIDUAL = 0.20
+#: ``--balanced``: rounds back to back, no imbalance
+BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
+MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
+
+
+class RecordingCosts:
+    """A cost model (the formulas of the scenario) that notes the (kind, ranks) of every exchange asked for."""
+
+    def __init__(self, scenario: Scenario):
+        self.formulas = NetworkModel.of(scenario)
+        self.ranks: dict[str, int] = {}
+
+    def collective(self, kind, nbytes, ranks):
+        p = ranks if isinstance(ranks, int) else len(ranks)
+        self.ranks.setdefault(kind, p)
+        return self.formulas.collective(kind, nbytes, ranks)
+
+    def concurrent(self, kind, nbytes, groups):
+        self.ranks[kind] = max(len(g) for g in groups)
+        return [self.formulas.collective(kind, nbytes, g) for g in groups]
+
+    def activation(self, p):
+        return self.formulas.activation(p)
+
+    def p2p(self, n, intra=False):
+        return self.formulas.p2p(n, intra)
+
+    def describe(self, p, n):
+        return self.formulas.describe(p, n)
+
+
+def kind_ranks(scenario: Scenario) -> dict[str, int]:
+    """The rank count the simulator prices each round kind of ``scenario``'s algorithm at."""
+    costs = RecordingCosts(scenario)
+    algorithms.get(scenario.algorithm.name).rules(scenario, costs)
+    return costs.ranks
+
+
+@dataclass
+class Figure:
+    """One measured figure: every sample so far and the medians after each block."""
+
+    samples: list[float] = field(default_factory=list)
+    medians: list[float] = field(default_factory=list)
+
+    def add(self, values: np.ndarray) -> None:
+        self.samples += [float(v) for v in values]
+        if self.samples:
+            self.medians.append(float(np.median(self.samples)))
+
+    def stable(self, tolerance: float) -> bool:
+        last = self.medians[-STABLE_BLOCKS:]
+        return len(last) == STABLE_BLOCKS and min(last) > 0 and max(last) / min(last) - 1 < tolerance
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    def spread(self) -> tuple[float, float]:
+        return float(np.percentile(self.samples, 25)), float(np.percentile(self.samples, 75))
+
+
+def block_times(folder: Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Round times per kind (warm-up rounds dropped) and the update gaps of one calibration run (module doc)."""
+    run = load_run(folder)
+    it = run.iterations
+    kinds = run.rounds.set_index("round")["kind"]
+    joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
+    least = joined.tail(1).groupby("round")["wait"].min()
+    times = {str(kind): g.to_numpy() for kind, g in least.groupby(kinds.reindex(least.index).to_numpy())}
+    it = it.sort_values(["worker", "iteration"])
+    gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
+    return times, np.concatenate(gaps)
+
+
+@dataclass
+class Measurement:
+    """Everything measured: figures per (algorithm, kind, ranks, bytes), the update gap, stability."""
+
+    rounds: dict[tuple[str, str, int, int], Figure] = field(default_factory=dict)
+    gap: Figure = field(default_factory=Figure)
+    unstable: list[tuple[str, int]] = field(default_factory=list)
+
+
+def measure(
+    base: Scenario,
+    comm: Any,
+    names: Sequence[str],
+    sizes: Sequence[int],
+    block: int = 24,
+    tolerance: float = 0.05,
+    max_blocks: int = 10,
+    balanced: bool = False,
+) -> Measurement | None:
+    """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
+    compute and imbalance (or ``balanced``); the measurement on rank 0, None elsewhere."""
+    rank, P = comm.Get_rank(), comm.Get_size()
+    out = Measurement() if rank == 0 else None
+    with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
+        root = Path(comm.bcast(tmp if rank == 0 else None, root=0))
+        for name in names:
+            for nbytes in sizes:
+                scenario = base.replace(
+                    **{
+                        "algorithm.name": name,
+                        "cluster.workers": P,
+                        "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
+                        "algorithm.group_size": min(base.algorithm.group_size, P),
+                        "iterations": block,
+                        "workload.model": "none",
+                        "workload.params": max(nbytes // 4, 1),
+                        **(BALANCED if balanced else {}),
+                        "workload.update": 0.0,
+                        "workload.buckets": 1,
+                    }
+                )
+                ranks = kind_ranks(scenario)
+                figures: dict[str, Figure] = {}
+                for b in range(max_blocks):
+                    folder = root / f"{name}-{nbytes}-{b}"
+                    run_rank(scenario, folder)
+                    done, rounds = True, 0
+                    if rank == 0:
+                        times, gaps = block_times(folder)
+                        out.gap.add(gaps)
+                        for kind, values in times.items():
+                            figures.setdefault(kind, Figure()).add(values)
+                            rounds += len(values)
+                        done = bool(figures) and all(f.stable(tolerance) for f in figures.values())
+                    done, rounds = comm.bcast((done, rounds), root=0)
+                    if done:
+                        break
+                    if rounds < block // 2 and scenario.iterations < MAX_ITERATIONS:  # rounds are rarer than calls
+                        more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
+                        scenario = scenario.replace(iterations=more)
+                if rank == 0:
+                    if not all(f.stable(tolerance) for f in figures.values()):
+                        out.unstable.append((name, nbytes))
+                    for kind, figure in figures.items():
+                        out.rounds[(name, kind, ranks.get(kind, P), 4 * max(nbytes // 4, 1))] = figure
+    return out
+
+
+def table_rows(m: Measurement, P: int) -> list[tuple[str, int, int, float]]:
+    """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it; the sync
+    rounds once more as ``allreduce``, which serves a kind the table has no rows of (at P ranks)."""
+    pooled: dict[tuple[str, int, int], list[float]] = {}
+    for (_, kind, ranks, nbytes), figure in m.rounds.items():
+        pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
+    rows = [(kind, ranks, nbytes, float(np.mean(v))) for (kind, ranks, nbytes), v in sorted(pooled.items())]
+    rows += [(ANY_KIND, r, b, s) for kind, r, b, s in list(rows) if kind == "sync" and r == P]
+    return rows
+
+
+def write_table(path: Path, rows: list[tuple[str, int, int, float]]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS)
+        writer.writerows((kind, ranks, nbytes, f"{seconds:.6e}") for kind, ranks, nbytes, seconds in rows)
+
+
+@dataclass
+class KindFit:
+    kind: str
+    ranks: int
+    overhead: float
+    slope: float
+    residual: float
+
+
+def fits(rows: list[tuple[str, int, int, float]]) -> list[KindFit]:
+    """``seconds ≈ overhead + bytes × slope`` per (kind, ranks) with at least two sizes."""
+    out = []
+    for key in sorted({(k, r) for k, r, _, _ in rows if k != ANY_KIND}):
+        sizes = np.array([b for k, r, b, _ in rows if (k, r) == key], dtype=float)
+        t = np.array([s for k, r, _, s in rows if (k, r) == key])
+        if len(sizes) < 2:
+            continue
+        fit = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t)
+        out.append(KindFit(*key, float(fit.coef[0]), float(fit.coef[1]), fit.residual))
+    return out
+
+
+def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
+    """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
+    lines = [
+        f"collectives through the harness, blocks until the median of the last {STABLE_BLOCKS} moves < "
+        f"{tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
+    ]
+    for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
+        lo, hi = figure.spread()
+        lines.append(
+            f"  {name} {kind} over {ranks} ranks, {nbytes} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
+            f"{figure.median * 1e3:.3f} ms "
+            f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks)"
+        )
+    lo, hi = m.gap.spread()
+    lines.append(
+        f"update gap (round end to next compute): {m.gap.median * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
+    )
+    for f in found:
+        flag = "  FLAGGED: residual over 20 %, the line does not describe it" if f.residual > FLAG_RESIDUAL else ""
+        lines.append(
+            f"fit {f.kind} over {f.ranks} ranks: overhead {f.overhead * 1e3:.3f} ms per round + "
+            f"{f.slope:.3e} s/B (RMS relative residual {f.residual:.1%}){flag}"
+        )
+    lines += [f"UNSTABLE after the cap: {name} at {nbytes} B" for name, nbytes in m.unstable]
+    return lines
+
+
+def extra(m: Measurement, table: Path, P: int, tolerance: float) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """Write the cost table to ``table``; the comments and keys (network, workload) it adds to the fragment."""
+    rows = table_rows(m, P)
+    write_table(table, rows)
+    return notes(m, fits(rows), tolerance), {
+        "network": {"table": f'"{table.name}"', "overhead": "0.0"},
+        "workload": {"update": f"{np.mean(m.gap.samples):.6e}"},
+    }

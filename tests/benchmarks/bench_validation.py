@@ -1,0 +1,235 @@
+"""Validation of the simulator against real runs on this machine: every algorithm, P ranks, a persistent straggler and
+random delays, the network calibrated with ``stragglerlab calibrate --collectives``; the mean iteration-time error
+trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the waits, each over K repeated real runs.
+
+    python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 40] [--compute 0.03]
+                                                [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
+    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]   # after the above
+
+Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler
+imbalance, and the update gap); then per algorithm and
+imbalance K real runs (``stragglerlab run --np P``, timing-only: ``params`` float32 exchanged, lognormal compute of
+mean ``compute`` and cv 0.1); each validated trace-driven with the calibration (and, for comparison, with the
+scenario's default network formulas), and predicted out of sample from the same algorithm's runs under the other
+imbalance. Prints one Markdown row per (P, algorithm, imbalance): the real mean iteration time, each error as mean ±
+standard deviation over the K repeats, and whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of
+the waits ≤ 0.25); writes every row to DIR/validation.csv.
+
+``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, gradient in 4 buckets, 10 ms
+random delays) against the simulated bucketed sync, trace-driven, with the backward share ``stragglerlab profile``
+measures and the calibration's network formulas (its table timed the native core's rounds, not gloo's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from stragglerlab.analysis.compare import KS_WAIT_TARGET, VALIDATION_TARGETS
+from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.realrun.validate import calibrated_network, validate
+from stragglerlab.simulator import algorithms
+
+IMBALANCES = {
+    "straggler": lambda a: f"kind = 'persistent'\nfactors = {{ 0 = {a.factor} }}",
+    "delays": lambda a: f"kind = 'random-delay'\nslow = [1, 1]\ndelay = {a.delay}",
+}
+
+
+def scenario_text(args: argparse.Namespace, P: int, algorithm: str, imbalance: str) -> str:
+    return f"""
+name = "validation-{algorithm}-{imbalance}-{P}"
+seed = 11
+iterations = {args.iterations}
+[cluster]
+workers = {P}
+[workload]
+params = {args.params}
+compute = {{ dist = "lognormal", mean = {args.compute}, cv = 0.1 }}
+[imbalance]
+{IMBALANCES[imbalance](args)}
+[algorithm]
+name = "{algorithm}"
+sync_period = 8
+group_size = 2
+period = 4
+global_period = 8
+"""
+
+
+def stragglerlab(*argv: str, timeout: float = 600) -> None:
+    proc = subprocess.run([sys.executable, "-m", "stragglerlab.cli", *argv], timeout=timeout)
+    if proc.returncode:
+        raise SystemExit(f"stragglerlab {' '.join(argv)}: exit {proc.returncode}")
+
+
+def calibrate(args: argparse.Namespace, P: int, fragment: Path, algorithm: str) -> None:
+    """``calibrate --collectives`` under the straggler scenario: every algorithm at three sizes, or (``algorithm``)
+    that one and sync (whose rounds serve the kinds it has none of) at the runs' message size."""
+    timed = fragment.with_name("timed-under.toml")  # the compute and imbalance the rounds are timed under
+    timed.write_text(scenario_text(args, P, "sync", "straggler"))
+    if algorithm:
+        which = ["--algorithms", ",".join(dict.fromkeys(["sync", algorithm])), "--sizes", str(4 * args.params)]
+    else:
+        which = ["--sizes", "200000,400000,800000"]
+    stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", *which, "--max-blocks", "5", "-o",
+                 str(fragment), "--force")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--compute", type=float, default=0.03)
+    parser.add_argument("--delay", type=float, default=0.03)
+    parser.add_argument("--factor", type=float, default=1.5)
+    parser.add_argument("--params", type=int, default=100_000)
+    parser.add_argument("--algorithms", nargs="+", default=[r.name for r in algorithms.RECORDS])
+    parser.add_argument("-o", "--output", type=Path, default=Path("bench-validation"))
+    parser.add_argument(
+        "--calibrate-each", action="store_true", help="calibrate just before each algorithm's runs (a changing load)"
+    )
+    parser.add_argument("--ddp", action="store_true", help="only the DDP comparison (after a run without it)")
+    args = parser.parse_args()
+    out = args.output
+    if args.ddp:
+        ddp(args)
+        return
+    rows = []
+    for P in args.ranks:
+        fragment = out / f"P{P}" / "calibration.toml"
+        fragment.parent.mkdir(parents=True, exist_ok=True)
+        if not args.calibrate_each:
+            calibrate(args, P, fragment, "")
+            network = calibrated_network(fragment)
+        for algorithm in args.algorithms:
+            if args.calibrate_each:  # just before this algorithm's runs, at their message size only
+                fragment = out / f"P{P}" / f"calibration-{algorithm}.toml"
+                calibrate(args, P, fragment, algorithm)
+                network = calibrated_network(fragment)
+            runs: dict[str, list] = {}
+            for imbalance in IMBALANCES:
+                path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
+                path.write_text(scenario_text(args, P, algorithm, imbalance))
+                runs[imbalance] = []
+                for k in range(args.repeats):
+                    folder = out / f"P{P}" / "runs" / f"{algorithm}-{imbalance}-{k}"
+                    stragglerlab("run", str(path), "--np", str(P), "-o", str(folder), "--force")
+                    runs[imbalance].append(load_run(folder))
+            for imbalance, mine in runs.items():
+                other = next(i for i in IMBALANCES if i != imbalance)
+                val = out / f"P{P}" / "val" / f"{algorithm}-{imbalance}"
+                for k, real in enumerate(mine):
+                    calibrated, _ = validate([real], val / f"cal-{k}", network, others=[runs[other][k]])
+                    formulas, _ = validate([real], val / f"formulas-{k}", None)
+                    trace = calibrated.set_index("mode").loc["trace"]
+                    oos = calibrated.set_index("mode").loc["out-of-sample"]
+                    rows.append(
+                        {
+                            "P": P,
+                            "algorithm": algorithm,
+                            "imbalance": imbalance,
+                            "repeat": k,
+                            "mean_iteration_real": trace["mean_iteration_real"],
+                            "trace_error": trace["mean_iteration_error"],
+                            "trace_error_formulas": formulas.loc[0, "mean_iteration_error"],
+                            # predicting this run from the other imbalance's run
+                            "oos_error": oos["mean_iteration_error"],
+                            "ks_wait": trace["ks_wait"],
+                            "ks_wait_oos": oos["ks_wait"],
+                            "wait_fraction_real": trace["wait_fraction_real"],
+                            "wait_fraction_sim": trace["wait_fraction_sim"],
+                        }
+                    )
+            pd.DataFrame(rows).to_csv(out / "validation.csv", index=False)
+    report(pd.DataFrame(rows))
+
+
+def report(table: pd.DataFrame) -> None:
+    """One Markdown row per (P, algorithm, imbalance): means ± standard deviations over the repeats."""
+
+    def cell(values: pd.Series, scale: float = 100.0, digits: int = 1) -> str:
+        m, s = scale * values.mean(), scale * values.std(ddof=1) if len(values) > 1 else float("nan")
+        return f"{m:+.{digits}f} ± {s:.{digits}f}" if np.isfinite(s) else f"{m:+.{digits}f}"
+
+    print(
+        "| P | algorithm | imbalance | real mean it. [ms] | trace-driven err % | (formulas) | out of sample err % "
+        "| KS waits | met |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (P, algorithm, imbalance), g in table.groupby(["P", "algorithm", "imbalance"], sort=False):
+        met = [
+            "trace" if abs(g["trace_error"].mean()) <= VALIDATION_TARGETS["trace"] else "",
+            "oos" if abs(g["oos_error"].mean()) <= VALIDATION_TARGETS["out-of-sample"] else "",
+            "KS" if g["ks_wait"].mean() <= KS_WAIT_TARGET else "",
+        ]
+        print(
+            f"| {P} | {algorithm} | {imbalance} | {1e3 * g['mean_iteration_real'].mean():.1f} | "
+            f"{cell(g['trace_error'])} | {cell(g['trace_error_formulas'])} | {cell(g['oos_error'])} | "
+            f"{cell(g['ks_wait'], 1.0, 2)} | {' '.join(m for m in met if m) or '-'} |"
+        )
+
+
+DDP_SCENARIO = """
+name = "validation-ddp-{P}"
+seed = 11
+iterations = {iterations}
+[cluster]
+workers = {P}
+[workload]
+model = "torch:mlp"
+batch = 32
+buckets = {buckets}
+backward = {backward}
+[imbalance]
+kind = "random-delay"
+slow = [1, 1]
+delay = {delay}
+[algorithm]
+name = "sync"
+"""
+
+
+def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
+    """Real sync under DistributedDataParallel (``--backend torch``, gloo, ``buckets`` buckets) against the
+    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the network the
+    calibration's formulas (its cost table timed the native core, not gloo)."""
+    print("| P | buckets | real mean it. [ms] | trace-driven err % (repeats) | KS waits |")
+    print("|---|---|---|---|---|")
+    for P in args.ranks:
+        out = args.output / f"P{P}" / "ddp"
+        out.mkdir(parents=True, exist_ok=True)
+        profiled = out / "profile.toml"
+        plain = out / "plain.toml"
+        plain.write_text('[workload]\nmodel = "torch:mlp"\nbatch = 32\n')
+        stragglerlab("profile", str(plain), "--iterations", "30", "-o", str(profiled), "--force")
+        backward = tomllib.loads(profiled.read_text())["workload"]["backward"]
+        path = out / "ddp.toml"
+        text = DDP_SCENARIO.format(P=P, iterations=4 * args.iterations, buckets=buckets, backward=backward, delay=0.01)
+        path.write_text(text)
+        network = calibrated_network(args.output / f"P{P}" / "calibration.toml")
+        network.pop("table", None)
+        network["overhead"] = 0.0
+        errors, ks, real_mean = [], [], []
+        for k in range(args.repeats):
+            folder = out / f"run-{k}"
+            stragglerlab("run", str(path), "--np", str(P), "--backend", "torch", "-o", str(folder), "--force")
+            table, _ = validate([load_run(folder)], out / f"val-{k}", network)
+            errors.append(table.loc[0, "mean_iteration_error"])
+            ks.append(table.loc[0, "ks_wait"])
+            real_mean.append(table.loc[0, "mean_iteration_real"])
+        e = 100 * np.array(errors)
+        spread = e.std(ddof=1) if len(e) > 1 else 0.0
+        real = 1e3 * np.mean(real_mean)
+        print(f"| {P} | {buckets} | {real:.2f} | {e.mean():+.1f} ± {spread:.1f} | {np.mean(ks):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
