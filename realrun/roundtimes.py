@@ -155,7 +155,7 @@ def measure(
     """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
     compute and imbalance (or ``balanced``); the measurement on rank 0, None elsewhere."""
     rank, P = comm.Get_rank(), comm.Get_size()
-    out = Measurement() if rank == 0 else None
+    out = Measurement()  # filled on rank 0
     with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
         root = Path(comm.bcast(tmp if rank == 0 else None, root=0))
         for name in names:
@@ -198,7 +198,7 @@ def measure(
                         out.unstable.append((name, nbytes))
                     for kind, figure in figures.items():
                         out.rounds[(name, kind, ranks.get(kind, P), 4 * max(nbytes // 4, 1))] = figure
-    return out
+    return out if rank == 0 else None
 
 
 def table_rows(m: Measurement, P: int) -> list[tuple[str, int, int, float]]:
