@@ -208,8 +208,16 @@ def alive(pid: int) -> bool:
 
 
 def started_sweep(out: Path) -> tuple[subprocess.Popen, list[int]]:
-    """A slow sweep into ``out``, once its first cell has started; and its worker processes."""
-    proc = subprocess.Popen([*SLOW, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """A slow sweep into ``out``, once its first cell has started; and its worker processes. It starts with Ctrl-C's
+    default action, as in a terminal: a test runner started in the background (``pytest &`` in a script) ignores
+    SIGINT, and its children would inherit that."""
+    proc = subprocess.Popen(
+        [*SLOW, "-o", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while not list(out.glob("*/meta.json")):
         if proc.poll() is not None or time.monotonic() > deadline:
