@@ -8,10 +8,11 @@ waits are longer than the modelled ones, which the correction absorbs). The two 
 initiator, contributors, fresh, group) and on what carried every worker-iteration (round, freshness, model version,
 staleness). Times themselves are not compared.
 
-The scenario makes the outcome certain, not a race: compute of 50 ms and stragglers 1.3 and 2.3 times slower put
-every post at least 15 ms from every other post and from every exchange start that could decide its fate (within an
+The scenario makes the outcome certain, not a race: compute of 200 ms and stragglers 1.3 and 2.3 times slower put
+every post at least 60 ms from every other post and from every exchange start that could decide its fate (within an
 LSGD segment, and between eager's synchronous rounds, which realign the workers every other round), while the
-native core and MPI take well under a millisecond to act on a post. With P = 2, period = 2 and global_period = 3,
+native core and MPI take well under a millisecond to act on a post, and even a machine loaded with twice as many
+busy processes as cores wakes a ready rank within a few tens of milliseconds. With P = 2, period = 2 and global_period = 3,
 LSGD exchanges at counts 4, 6, 8, 12, ...: a real counting server that only knew P·period would skip 6.
 """
 
@@ -39,7 +40,7 @@ iterations = {iterations}
 workers = {workers}
 [workload]
 params = 64
-compute = {{ dist = "constant", mean = 0.05 }}
+compute = {{ dist = "constant", mean = 0.2 }}
 [imbalance]
 kind = "persistent"
 factors = {factors}
