@@ -149,7 +149,8 @@ def _records(folder: Path) -> dict[int, dict]:
 
 def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0.01, grace: float = 5.0) -> str | None:
     """Wait for the launched job ``proc``; return a message naming the first of its ranks (on this host) that died
-    before it was done, or None. Records the message in the run's ``meta.json`` when the run did not finish.
+    before it was done (or, when several were already gone at one look, all of them), or None. Records the message
+    in the run's ``meta.json`` when the run did not finish.
 
     Processes are checked every ``period`` seconds (MPI takes the survivors down some tens of milliseconds after a
     death, so the first to go is the lost one); the heartbeat files, for the ranks' pids, every half second. When
@@ -170,8 +171,14 @@ def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0
         if lost is None:
             running = {rank: r["pid"] for rank, r in sorted(records.items()) if r.get("state") == "running"}
             dead = [rank for rank, pid in running.items() if not _alive(pid)]
-            if dead and _records(folder).get(dead[0], {}).get("state") == "running":
-                lost = f"rank {dead[0]} (pid {running[dead[0]]} on {host}) died"
+            if dead:  # those that stopped on their own said so in their heartbeats
+                now = _records(folder)
+                dead = [rank for rank in dead if now.get(rank, {}).get("state") == "running"]
+            named = [f"rank {rank} (pid {running[rank]} on {host})" for rank in dead]
+            if len(named) == 1:
+                lost = f"{named[0]} died"
+            elif named:  # a loaded machine can keep this loop off a core until MPI has taken the survivors down
+                lost = f"one of {', '.join(named)} died first (all were gone when looked at)"
     meta_path = Path(folder) / "meta.json"
     if lost is not None and meta_path.exists():
         meta = json.loads(meta_path.read_text())

@@ -12,8 +12,9 @@ The scenario makes the outcome certain, not a race: compute of 200 ms and stragg
 every post at least 60 ms from every other post and from every exchange start that could decide its fate (within an
 LSGD segment, and between eager's synchronous rounds, which realign the workers every other round), while the
 native core and MPI take well under a millisecond to act on a post, and even a machine loaded with twice as many
-busy processes as cores wakes a ready rank within a few tens of milliseconds. With P = 2, period = 2 and global_period = 3,
-LSGD exchanges at counts 4, 6, 8, 12, ...: a real counting server that only knew P·period would skip 6.
+busy processes as cores wakes a ready rank within a few tens of milliseconds. With P = 2, period = 2 and
+global_period = 3, LSGD exchanges at counts 4, 6, 8, 12, ...: a real counting server that only knew P·period would
+skip 6.
 """
 
 from __future__ import annotations
