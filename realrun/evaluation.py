@@ -92,6 +92,8 @@ class MeanEvaluations:
                 self.comm.recv(source=0, tag=TAG)
         own = self._own()
         self.copies += [own] * (total - len(self.copies))
+        if total:  # the last point is the end of training (the final one, or a request made at it): final replicas
+            self.copies[total - 1] = own
         for k in range(total):
             mean = np.empty_like(own) if self.rank == 0 else None
             self.comm.Reduce(self.copies[k], mean, op=MPI.SUM, root=0)
