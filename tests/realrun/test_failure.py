@@ -46,8 +46,23 @@ def _pid_of(folder, rank: int, deadline: float) -> int:
     pytest.fail("the run never started writing")
 
 
-@pytest.mark.parametrize("victim", [1, 0])
-@pytest.mark.parametrize("algorithm", ["eager-solo", "async-ps"])  # async-ps: rank 0 also runs the server's thread
+# every algorithm with its own exchange: rounds through the native core, a server thread on rank 0 (killed with rank
+# 0 too), point-to-point gossip with fixed peers and with a peer thread (ad-psgd); the kill takes a different rank
+# in turn, rank 0 where it holds more than a worker
+KILLS = [
+    ("eager-solo", 1),
+    ("eager-solo", 0),
+    ("quorum", 2),
+    ("async-ps", 1),
+    ("async-ps", 0),
+    ("easgd", 0),
+    ("d-psgd", 1),
+    ("sgp", 2),
+    ("ad-psgd", 1),
+]
+
+
+@pytest.mark.parametrize(("algorithm", "victim"), KILLS)
 def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_file, tmp_path, victim, algorithm):
     out = tmp_path / "run"
     command = [
