@@ -4,8 +4,9 @@ Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n +
 result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between
 post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned,
 when it posted and when its waits returned (``time.monotonic``, one clock for every process of a machine), how many
-round records it had when each wait returned (rounds completed while it lagged included), and its rounds table to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run
-one collective per communicator of a split (color = world rank mod split), all at once.
+round records it had when each wait returned (rounds completed while it lagged included), and its rounds table
+to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run one collective per
+communicator of a split (color = world rank mod split), all at once.
 """
 
 import argparse

@@ -67,21 +67,14 @@ def test_lsgd_ranks_stop_at_the_budgets_last_exchange(spawn, scenario_file, tmp_
     assert (last_rows["round"] == rounds["round"].iloc[-1]).all() and len(last_rows) == 2
 
 
-PARTIAL = f"""
-seed = 3
-iterations = {ITERATIONS}
-duration = 1.0
-[cluster]
-workers = 3
-[workload]
-params = 256
-compute = {{ dist = "constant", mean = 0.01 }}
-[imbalance]
-kind = "persistent"
-factors = {{ 2 = 8.0 }}
-[algorithm]
-sync_period = 0
-"""
+#: 3 ranks, rank 2 computing 8 times longer than the others, every round partial, a budget of 1 s
+PARTIAL = {
+    "cluster.workers": 3,
+    "imbalance.kind": "persistent",
+    "imbalance.factors": "{2 = 8.0}",
+    "algorithm.sync_period": 0,
+    "duration": 1.0,
+}
 
 
 # eager-majority may draw the slow rank as the last round's initiator (which round is last depends on timing):
@@ -90,9 +83,10 @@ sync_period = 0
 def test_partial_rounds_stop_every_rank_at_the_first_round_triggered_at_or_after_the_budget(
     spawn, scenario_file, tmp_path, algorithm, lags
 ):
-    # rank 2 computes 8 times longer than the others: it lags behind the rounds the others trigger
+    # rank 2 lags behind the rounds the others trigger
     out = tmp_path / "run"
-    argv = ["run", str(scenario_file(PARTIAL)), "--set", f"algorithm.name={algorithm}", "-o", str(out)]
+    sets = [x for key, value in {**PARTIAL, "algorithm.name": algorithm}.items() for x in ("--set", f"{key}={value}")]
+    argv = ["run", str(scenario_file(SCENARIO)), *sets, "-o", str(out)]
     proc = spawn(3, argv, timeout=150)
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
