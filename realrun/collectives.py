@@ -275,12 +275,23 @@ class Collective:
         )
         return out, info
 
+    def _records(self, first: int) -> ctypes.Array:
+        """This rank's records of the rounds it completed so far, from index ``first`` on (none if it has fewer)."""
+        handle = self._live()
+        n = max(self._lib.pcoll_num_rounds(handle) - first, 0)
+        records = (_Round * n)()
+        self._check(self._lib.pcoll_get_rounds(handle, first, n, records), handle)
+        return records
+
+    def triggers(self, first: int = 0) -> np.ndarray:
+        """``t_trigger`` of the rounds this rank completed so far, from record ``first`` on: rounds whose results
+        are queued but not yet waited for (a rank that lags) included. Cheap (a copy of the new records), for a
+        loop that reads only the records it has not seen."""
+        return np.array([r.t_trigger for r in self._records(first)], dtype=np.float64)
+
     def rounds(self) -> pd.DataFrame:
         """The rounds this rank completed so far: the run folder's ``rounds`` table."""
-        handle = self._live()
-        n = self._lib.pcoll_num_rounds(handle)
-        records = (_Round * n)()
-        self._check(self._lib.pcoll_get_rounds(handle, 0, n, records), handle)
+        records = self._records(0)
         return pd.DataFrame(
             {
                 "round": np.array([r.round for r in records], dtype=np.int64),

@@ -3,7 +3,8 @@
 Iteration n steps locally; when it ends a period (the rules' :meth:`call_round`) the rank joins average
 m = ⌊n/period⌋ (kind ``average``, every rank fresh; its initiator is the last rank to post, known from P post-time
 slots summed along with the models). A local step's round is the average that carries it, or −1 after the last full
-period. With a time budget every rank stops after the first average that rank 0 saw complete at or after it.
+period. With a time budget every rank stops after the first average whose last post (its ``t_trigger``, read off the
+same summed slots on every rank) is at or after it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ class LocalSgdExchange(Exchange):
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
         self.replica.load(buf[:d] / self.size)
         t_done = self.clock.now()
-        self.stopped = self.budget_spent(t_done)
+        posts = buf[d:].astype(np.float64)
+        self.stopped = bool(posts.max() >= rules.budget)
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, m, m, True))
         if self.rank == 0:
-            self.done.append(synchronous_round(m, rules.kind(m), buf[d:].astype(np.float64), t_done))
+            self.done.append(synchronous_round(m, rules.kind(m), posts, t_done))
         return t_done, n + 1
 
     @classmethod

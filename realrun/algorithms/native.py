@@ -10,6 +10,10 @@ are discarded by the core (round -1). The core's results are Σ/P or Σ/D for gr
 
 The core's round records are rank 0's, on the core's clock (aligned to rank 0 like the run's), shifted to the run's
 origin by rank 0's reading of the run clock when the core was created (within microseconds).
+
+With a time budget, the first round whose ``t_trigger`` is at or after it is the last: a round's ``t_trigger`` comes
+from its reduced metadata, so every rank reads the same value, and each rank stops at its first release once such a
+round has completed on it (its own round, or a later one completed while it lagged).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class NativeRounds(Exchange):
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, fresh) of calls whose round is not known yet
         self.written = 0
         self.final: list[tuple] | None = None
+        self.seen = 0  # records of this rank's core already checked against the time budget
 
     def exchange(self, n: int, contribution: Any) -> tuple[np.ndarray, RoundInfo]:
         """Post ``contribution`` (a vector of this replica) with the probe of call ``n`` and wait for its round."""
@@ -74,6 +79,20 @@ class NativeRounds(Exchange):
         self.written += len(frame)
         return self.rows(frame)
 
+    def run_time(self, t_trigger: float) -> float:
+        """A record's ``t_trigger`` on the run's clock, as the ``rounds`` table has it (-1: unknown)."""
+        return float(t_trigger) + self.origin if t_trigger >= 0 else -1.0
+
+    def budget_reached(self) -> bool:
+        """Whether a round triggered at or after the time budget has completed on this rank, by the records it has
+        not checked yet (the round just waited for, and any completed while this rank lagged). False at no cost
+        without a budget."""
+        if self.rules.budget == float("inf"):
+            return False
+        triggers = self.coll.triggers(self.seen)
+        self.seen += len(triggers)
+        return any(self.run_time(t) >= self.rules.budget for t in triggers)
+
     def rows(self, frame: pd.DataFrame) -> list[tuple]:
         """The ``rounds`` rows of the core's records, their times shifted to the run's origin."""
         origin = self.origin
@@ -82,7 +101,7 @@ class NativeRounds(Exchange):
                 int(r.round),
                 r.kind,
                 int(r.initiator),
-                float(r.t_trigger) + origin if r.t_trigger >= 0 else -1.0,
+                self.run_time(r.t_trigger),
                 float(r.t_done) + origin,
                 int(r.contributors),
                 int(r.fresh),
@@ -111,14 +130,13 @@ class GradientExchange(NativeRounds):
 
     @classmethod
     def stops(cls, rules: Any) -> bool:
-        """The time budget when every round is synchronous (sync): all ranks complete each round, so rank 0 decides
-        for all. A partial round's laggards would need the stop through the core."""
-        return all(rules.synchronous(m) for m in range(rules.total))
+        """Every kind's rounds say their ``t_trigger`` alike on every rank, so each rank decides the budget alone."""
+        return True
 
     def iteration(self, n, g, loss, t_start, t_post):
         out, info = self.exchange(n, g)
         t_done = self.clock.now()
-        self.stopped = self.budget_spent(t_done)
+        self.stopped = self.budget_reached()
         self.waiting.append((n, t_start, t_post, t_done, info.fresh))
         self.replica.step(out[: self.d])
         divisor = self.size if self.by_workers else max(info.gradients, 1)

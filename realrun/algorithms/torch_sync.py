@@ -15,7 +15,8 @@ with ``torch.distributed.all_reduce`` after the computation.
 
 The process group is set up over TCP at rank 0's host, on a port rank 0 picks and shares through MPI. Rank 0 records
 each round's last poster from every rank's post times, gathered when the run ends (DDP) or riding along with the
-gradient as P slots (timing only).
+gradient as P slots (timing only). With a time budget, every rank stops after the first round whose last post (its
+``t_trigger``) is at or after it: read off the slots, or under DDP from a max of the post times over the ranks.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class TorchSync(Exchange):
         if self.ddp:
             t_done = self.dones[-1]
             self.replica.step(g)
+            self.stopped = self._budget_reached(t_post)
         else:
             torch, buf, d = self.torch, self.buffer, self.d
             buf[:d] = g if isinstance(g, torch.Tensor) else torch.from_numpy(np.asarray(g, dtype=np.float32))
@@ -114,12 +116,22 @@ class TorchSync(Exchange):
             self.dist.all_reduce(buf)
             self.replica.step(buf[:d] / self.size if self.device.type == "cuda" else (buf[:d] / self.size).numpy())
             t_done = self.clock.now()
+            posts = buf[d:].double().cpu().numpy()
+            self.stopped = bool(posts.max() >= self.rules.budget)
             if self.rank == 0:
-                self.done.append(synchronous_round(n, self.rules.kind(n), buf[d:].double().cpu().numpy(), t_done))
+                self.done.append(synchronous_round(n, self.rules.kind(n), posts, t_done))
         self.posts.append(t_post)
         self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
-        self.stopped = self.budget_spent(t_done)
         return t_done, n + 1
+
+    def _budget_reached(self, t_post: float) -> bool:
+        """DDP: whether this round's last post over the ranks is at or after the time budget (a collective, made
+        only with a budget)."""
+        if self.rules.budget == float("inf"):
+            return False
+        from mpi4py import MPI
+
+        return self.comm.allreduce(t_post, op=MPI.MAX) >= self.rules.budget
 
     def rounds(self):
         rows, self.done = self.done, []

@@ -12,8 +12,9 @@ n completes (at once if it already has), and what becomes of its contribution is
 - ``deposit`` (models, not gradients): the worker's latest deposit stands in for it; the first round that reads a
   deposit carries it, and a deposit replaced before any round read it is carried by none.
 
-With a time budget (``duration``), the first round that completes at or after it is the last: every worker stops
-at its release by that round, or, lagging behind it, at its first release after that round completed.
+With a time budget (``duration``), the first round triggered at or after it is the last (its ``t_trigger``, a post
+time every rank of a real run agrees on): every worker stops at its release by that round, or, lagging behind it,
+at its first release after that round completed.
 
 The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`).
 """
@@ -57,7 +58,7 @@ class RoundRules:
         self.total = self.N // stride  # rounds
         self.t_act = costs.activation(self.P)
         self.update = scenario.workload.update  # the optimizer step after each iteration
-        self.budget = scenario.budget  # the first round completing at or after it is the last
+        self.budget = scenario.budget  # the first round triggered at or after it is the last
         self.costs = costs
         self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
 
@@ -135,7 +136,7 @@ class RoundProcess:
         self.rules, self.engine = rules, engine
         self.open: dict[int, Round] = {}
         self.completed = -1  # rounds complete in order: every round <= this one is done
-        self.total = rules.total  # rounds of the run: fewer once a round completes at or after the time budget
+        self.total = rules.total  # rounds of the run: fewer once a round is triggered at or after the time budget
         self.over = False  # the budget's last round has completed: every worker stops at its next release
         self.first_post = np.full(rules.P, INF)  # deposit: when each worker first had a model deposited
         self.last: list[Call | None] = [None] * rules.P  # deposit: each worker's latest deposit
@@ -230,7 +231,7 @@ class RoundProcess:
         r.initiator, r.t_trigger = worker, now
         r.t_start = now if rules.synchronous(r.index) else now + rules.t_act
         r.t_done = rules.done(r.index, r.t_start, r.waiting)
-        if r.t_done >= rules.budget:
+        if r.t_trigger >= rules.budget:
             self.total = r.index + 1
         self.engine.after(r.t_done - now, lambda: self.complete(r))
 
@@ -238,7 +239,7 @@ class RoundProcess:
         rules, m = self.rules, r.index
         del self.open[m]
         self.completed = m
-        self.over = m == self.total - 1 and r.t_done >= rules.budget
+        self.over = m == self.total - 1 and r.t_trigger >= rules.budget
         for call in r.waiting:
             self.engine.release(call, last=self.over)
         self.engine.sink.round(

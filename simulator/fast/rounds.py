@@ -32,7 +32,7 @@ S_ROUND, S_BASE, S_OVER = 0, 1, 2
 
 def run(rules: RoundRules, fast: FastEngine) -> None:
     """Run ``rules`` on the fast engine ``fast``: every round, then the local steps after the last one; or, when a
-    round completes at or after the time budget, up to each worker's stop."""
+    round is triggered at or after the time budget, up to each worker's stop."""
     P, N, total, stride = fast.P, fast.N, rules.total, rules.stride
     rounds = range(total)
     is_sync = np.array([rules.synchronous(m) for m in rounds], dtype=np.bool_)
@@ -173,8 +173,8 @@ def round_kernel(
 
     ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection.
     ``pend_*``: each worker's late contributions not yet taken by an exchange (ring buffers of iteration and post
-    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round that
-    completes at or after ``budget`` (the time budget; infinity: none) is the last: ``state[S_OVER]`` is set.
+    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round
+    triggered at or after ``budget`` (the time budget; infinity: none) is the last: ``state[S_OVER]`` is set.
     """
     P = t_start.shape[0]
     total = is_sync.shape[0]
@@ -258,7 +258,7 @@ def round_kernel(
         out_fresh[written] = fresh_count
         written += 1
         state[S_ROUND] = m + 1
-        if done >= budget:  # the time budget's last round
+        if t_trigger >= budget:  # the time budget's last round
             state[S_OVER] = 1
             return DONE, written
     return DONE, written

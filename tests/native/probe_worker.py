@@ -3,9 +3,10 @@
 Rank r posts, for call n, a vector of 2P floats that is zero except slot r = n + 1 and slot P + r = 1, so each
 result tells exactly which calls of which ranks it summed. Random per-rank delays (before the post and between
 post and wait) make ranks arrive in every order and lag several rounds. Each rank saves what its waits returned,
-when it posted and when its waits returned (``time.monotonic``, one clock for every process of a machine), and its
-rounds table to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run
-one collective per communicator of a split (color = world rank mod split), all at once.
+when it posted and when its waits returned (``time.monotonic``, one clock for every process of a machine), how many
+round records it had when each wait returned (rounds completed while it lagged included), and its rounds table
+to DIR/<color>/rank<r>.npz for the checks in the test process; with --split the ranks run one collective per
+communicator of a split (color = world rank mod split), all at once.
 """
 
 import argparse
@@ -46,6 +47,7 @@ def main() -> None:
     kinds, outs = [], np.zeros((n_calls, 2 * size), dtype=np.float32)
     masks = np.zeros((n_calls, size), dtype=bool)
     waits, posted, returned = np.zeros(n_calls), np.zeros(n_calls), np.zeros(n_calls)
+    records = np.zeros(n_calls, dtype=np.int64)
     with Collective(
         args.kind,
         count=2 * size,
@@ -76,12 +78,14 @@ def main() -> None:
             out, info = coll.wait()
             waits[n] = time.perf_counter() - t
             returned[n] = time.monotonic()
+            records[n] = n + len(coll.triggers(n))
             outs[n] = out
             for name in fields:
                 fields[name][n] = getattr(info, name)
             kinds.append(info.kind)
             masks[n] = info.mask
         table = coll.rounds()
+        triggers = coll.triggers()
     folder = Path(args.out) / str(color)
     folder.mkdir(exist_ok=True)
     np.savez(
@@ -92,6 +96,8 @@ def main() -> None:
         wait=waits,
         posted=posted,
         returned=returned,
+        records=records,
+        triggers=triggers,
         **fields,
         **{f"rounds_{c}": np.asarray(table[c].tolist()) for c in ROUND_COLUMNS},
     )

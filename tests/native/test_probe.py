@@ -211,6 +211,9 @@ def check_probe(results: list[dict], size: int, config: dict) -> None:
         assert np.array_equal(res["round"], np.arange(ROUNDS)), "waits must return rounds 0, 1, 2, ... once each"
         assert len(res["rounds_round"]) >= ROUNDS
         assert np.array_equal(res["rounds_round"][:ROUNDS], np.arange(ROUNDS))
+        # the triggers a rank reads are its records' (a wait's own round's record is there when it returns)
+        assert np.array_equal(res["triggers"], res["rounds_t_trigger"])
+        assert (res["records"] >= np.arange(1, ROUNDS + 1)).all() and (np.diff(res["records"]) >= 0).all()
     for column in ("round", "kind", "initiator", "contributors", "fresh", "group"):
         if config["kind"] != "wagma" or column in ("round", "kind"):
             assert all(np.array_equal(r[f"rounds_{column}"], results[0][f"rounds_{column}"]) for r in results)
@@ -239,6 +242,9 @@ def test_straggler_does_not_hold_back_solo(mpirun, tmp_path: Path) -> None:
     for res in results[1:]:
         assert res["wait"].mean() < 0.5 * delay, f"fast rank waited {res['wait'].mean() * 1e3:.1f} ms on average"
     assert results[0]["fresh"].sum() < 20, "the straggler was fresh in every round: the others waited for it"
+    # the straggler's core completed rounds the others started while it slept: their records are there before its
+    # waits take their results
+    assert (results[0]["records"] > np.arange(1, 21)).any()
 
 
 @pytest.mark.mpi

@@ -1,5 +1,5 @@
-"""The time budget (``duration``): which round is the last, which rows exist, in closed form on traces and as a
-rule on random runs; LSGD's workers stop together at the budget's last exchange."""
+"""The time budget (``duration``): which round is the last (the first triggered at or after it), which rows exist, in
+closed form on traces and as a rule on random runs; LSGD's workers stop together at the budget's last exchange."""
 
 import numpy as np
 import pytest
@@ -40,19 +40,24 @@ def rows_per_worker(it):
     return it.groupby("worker").size().to_dict()
 
 
-def test_sync_stops_after_the_first_round_completing_at_or_after_the_budget(tmp_path):
+def test_sync_stops_after_the_first_round_triggered_at_or_after_the_budget(tmp_path):
     s = traced(tmp_path, [0.1, 0.1, 0.3], **{"algorithm.name": "sync", "duration": 1.0})
-    step = 0.3 + rules_of(s).exchange_time(0)  # round m completes at (m + 1)·step
-    last = int(np.ceil(1.0 / step)) - 1
-    assert (last + 1) * step >= 1.0 > last * step
+    step = 0.3 + rules_of(s).exchange_time(0)  # worker 2 triggers round m at m·step + 0.3; it completes at (m + 1)·step
+    trigger = 0.3 + step * np.arange(20)
+    last = int(np.argmax(trigger >= 1.0))
     it, r = run_tables(s)
     assert list(r["round"]) == list(range(last + 1))
+    np.testing.assert_allclose(r["t_trigger"], trigger[: last + 1])
     np.testing.assert_allclose(r["t_done"], step * np.arange(1, last + 2))
     assert rows_per_worker(it) == {i: last + 1 for i in range(3)}
-    # at or after: a budget equal to a round's completion makes that round the last
-    at = float(run_tables(s.replace(duration=0.0))[1]["t_done"][1])
-    it, r = run_tables(s.replace(duration=at))
+    # at or after: a budget equal to a round's trigger makes that round the last
+    free = run_tables(s.replace(duration=0.0))[1]
+    it, r = run_tables(s.replace(duration=float(free["t_trigger"][1])))
     assert list(r["round"]) == [0, 1] and len(it) == 6
+    # a round triggered before the budget and completing after it is not the last: the next one is
+    it, r = run_tables(s.replace(duration=float(free["t_done"][1])))
+    assert free["t_trigger"][1] < free["t_done"][1]
+    assert list(r["round"]) == [0, 1, 2] and len(it) == 9
 
 
 def test_eager_solo_stops_a_lagging_worker_at_its_first_release_after_the_last_round(tmp_path):
@@ -63,13 +68,45 @@ def test_eager_solo_stops_a_lagging_worker_at_its_first_release_after_the_last_r
         **{"algorithm.name": "eager-solo", "algorithm.sync_period": 0, "duration": 0.5},
     )
     step = 0.1 + rules_of(s).exchange_time(0)  # no activation token with alpha = 0
-    last = int(np.ceil(0.5 / step)) - 1
+    trigger = 0.1 + step * np.arange(20)  # worker 0's post (first in worker order) triggers round m
+    last = int(np.argmax(trigger >= 0.5))
     it, r = run_tables(s)
     assert list(r["round"]) == list(range(last + 1))
+    np.testing.assert_allclose(r["t_trigger"], trigger[: last + 1])
     assert rows_per_worker(it) == {0: last + 1, 1: last + 1, 2: 1}
     lagging = it[it.worker == 2].iloc[0]
     # posted after the last round's exchange started: late, carried by no round, released at its post
     assert lagging.t_post == pytest.approx(1.0) and lagging.t_done == lagging.t_post and lagging["round"] == -1
+
+
+@pytest.mark.parametrize("window", [1, 3, 64])
+def test_quorum_closed_form_on_a_trace(tmp_path, window):
+    # P = 3, k = 2, compute 0.1, 0.2 and 0.65 s, exchanges of 0.05 s: worker 1's post is the 2nd of each call, so
+    # round m is triggered at 0.2 + 0.25·m and completes 0.05 s later (0.25, 0.5, 0.75); worker 2 lags
+    s = traced(
+        tmp_path,
+        [0.1, 0.2, 0.65],
+        **{"algorithm.name": "quorum", "algorithm.sync_period": 0, "duration": 0.48},
+    )
+    assert rules_of(s).quorum(0) == 2
+    it, r = run_tables(s)
+    # round 1 completes at 0.5 ≥ 0.48 but was triggered at 0.45 < 0.48: round 2 (triggered at 0.7) is the last
+    assert list(r["round"]) == [0, 1, 2] and list(r["initiator"]) == [1, 1, 1]
+    np.testing.assert_allclose(r["t_trigger"], [0.2, 0.45, 0.7])
+    np.testing.assert_allclose(r["t_done"], [0.25, 0.5, 0.75])
+    assert rows_per_worker(it) == {0: 3, 1: 3, 2: 2}
+    # workers 0 and 1 stop at their release by round 2
+    for w in (0, 1):
+        last = it[it.worker == w].iloc[-1]
+        assert last.iteration == 2 and last["round"] == 2 and last.fresh and last.t_done == pytest.approx(0.75)
+    # worker 2: call 0, posted at 0.65 after round 0 completed, is released at once and goes into round 2 (not yet
+    # triggered); its call 1, posted at 1.3 after round 2 completed, is released at once: its first release after
+    # the last round, carried by no round
+    first, second = it[it.worker == 2].iloc[0], it[it.worker == 2].iloc[1]
+    assert first["round"] == 2 and not first.fresh and first.t_done == pytest.approx(0.65)
+    assert second["round"] == -1 and second.t_post == pytest.approx(1.3) and second.t_done == second.t_post
+    assert r["contributors"].iloc[-1] == 3 and r["fresh"].iloc[-1] == 2
+    assert_same_tables(s, window)
 
 
 def test_lsgd_closed_form_on_a_trace(tmp_path):
@@ -90,14 +127,16 @@ def test_lsgd_closed_form_on_a_trace(tmp_path):
     assert (it.groupby("worker")["t_done"].max() == r["t_done"].iloc[-1]).all()
 
 
-def stop_rule_holds(it, r, duration):
-    """Round-per-call algorithms and LSGD: the last round is the first to complete at or after the budget, and
-    every worker's rows end at its first release at or after that round's completion."""
-    t = r["t_done"].to_numpy()
+def stop_rule_holds(it, r, duration, decides):
+    """Round-per-call algorithms and LSGD: the last round is the first whose ``decides`` column (round algorithms:
+    its trigger; LSGD: its completion) is at or after the budget, and every worker's rows end at its first release
+    at or after that round's completion."""
+    t = r[decides].to_numpy()
     assert t[-1] >= duration and (t[:-1] < duration).all()
+    done = r["t_done"].iloc[-1]
     for _, rows in it.groupby("worker"):
         released = rows.sort_values("iteration")["t_done"].to_numpy()
-        assert released[-1] >= t[-1] and (released[:-1] <= t[-1]).all()
+        assert released[-1] >= done and (released[:-1] <= done).all()
 
 
 def random_run(name, duration):
@@ -129,7 +168,7 @@ ROUND_ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "lo
 @pytest.mark.parametrize("duration", [0.3, 2.0])
 def test_every_worker_stops_at_the_budgets_last_round(name, duration):
     it, r = random_run(name, duration)
-    stop_rule_holds(it, r, duration)
+    stop_rule_holds(it, r, duration, "t_done" if name == "lsgd" else "t_trigger")
 
 
 @pytest.mark.parametrize("name", ["d-psgd", "sgp"])
