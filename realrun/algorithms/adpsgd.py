@@ -13,6 +13,12 @@ at its own exchange. So a rank's gradient is taken on its model as it was when t
 steps holds every exchange served until then, as the simulator replays it. The initiator adds (average − what it
 sent), which keeps what its own thread served while it waited.
 
+A rank's last iteration (its N-th, or with a time budget (``duration``) its first exchange that completes at or
+after the budget on the run's clock, as the simulator's workers stop) ends once every rank has ended its own: its
+thread serves the others' exchanges meanwhile with the model it has, and their averages change that model as
+always. The rank then folds them in, so its final model (the one evaluated and saved) holds every exchange it
+served, as the simulator's replay holds them.
+
 Rows: every iteration is carried by its own round (version n, fresh); each rank's ``rounds`` row (``t_trigger`` the
 exchange's start on the peer's clock, ``group`` the peer) is gathered to rank 0 when the run ends.
 """
@@ -77,6 +83,10 @@ class AdPsgdExchange(PerRankRounds):
         self.peer = PeerThread(self)
         self.peer.thread.start()
 
+    @classmethod
+    def stops(cls, rules):
+        return True
+
     def _fold(self) -> None:
         """The pending changes into the replica (holding the lock)."""
         if self.pending.any():
@@ -108,12 +118,16 @@ class AdPsgdExchange(PerRankRounds):
             self._fold()
             self.replica.step(g)
             self.current = self.replica.host(self.replica.params()).astype(np.float64)
+        self.stopped = t_done >= self.scenario.budget
+        if self.stopped or n == self.rules.N - 1:
+            self.comm.Barrier()  # every rank's requests are answered: no more will come
+            with self.lock:
+                self._fold()
         return self.record(n, t_start, t_post, (n, self.rules.kind, rank, start, t_done, 1 + (j >= 0), 1, j))
 
     def close(self):
         from mpi4py import MPI
 
-        self.comm.Barrier()  # every rank's requests are answered: no more will come
         stop = self.requests.Isend(np.zeros(_META, dtype=np.uint8), dest=self.rank, tag=STOP)
         self.peer.thread.join()
         MPI.Request.Wait(stop)

@@ -8,6 +8,12 @@ push, counted from 0) in its last 8 bytes. A worker waits for its reply and cont
 ``model_version`` k + 1. Each rank writes the ``rounds`` rows of its own pushes (kind ``push``, ``t_trigger`` its
 post, ``t_done`` the reply's arrival). Real runs have one server: ``algorithm.servers`` must be 1.
 
+With a time budget (``duration``), a worker stops at its first reply that reaches it at or after the budget on the
+run's clock (for easgd, only pushes have replies: its local steps after the budget reach the server with the push
+that ends their period), as the simulator's workers do. Workers may so push different numbers of times: each tells
+the server when it has stopped (an empty push, whether the budget or its last iteration ended it), and the server
+ends once every worker has.
+
 - :class:`AsyncPsExchange`: every iteration pushes its gradient; the server steps its model with it (SGD with the
   scenario's momentum and weight decay, its own momentum buffer) and replies with the new model, which the worker
   loads.
@@ -37,10 +43,11 @@ Serve = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 class ParameterServer:
-    """Rank 0's thread: serves ``pushes`` pushes, one at a time, in the order they arrive."""
+    """Rank 0's thread: serves pushes one at a time, in the order they arrive, until each of the ``workers`` has
+    sent its empty push (it has stopped)."""
 
-    def __init__(self, comm, w0: np.ndarray, pushes: int, serve: Serve):
-        self.comm, self.w, self.pushes, self.serve = comm, w0.astype(np.float64), pushes, serve
+    def __init__(self, comm, w0: np.ndarray, workers: int, serve: Serve):
+        self.comm, self.w, self.workers, self.serve = comm, w0.astype(np.float64), workers, serve
         self.thread = threading.Thread(target=self._run, name="stragglerlab-parameter-server", daemon=True)
 
     def _run(self) -> None:
@@ -50,15 +57,20 @@ class ParameterServer:
         pushed = np.zeros(d, dtype=np.float32)
         reply = np.zeros(d + 2, dtype=np.float32)
         status = MPI.Status()
-        for k in range(self.pushes):
+        k, stopped = 0, 0
+        while stopped < self.workers:
             pending = self.comm.Irecv(pushed, source=MPI.ANY_SOURCE, tag=PUSH_TAG)
             pause = 1e-5
             while not pending.Test(status):
                 time.sleep(pause)
                 pause = min(pause * 2, 2e-4)
+            if status.Get_count() == 0:  # a worker has stopped: no reply
+                stopped += 1
+                continue
             reply[:d] = self.serve(self.w, pushed.astype(np.float64))
             reply[d:].view(np.int64)[0] = k
             self.comm.Send(reply, dest=status.Get_source(), tag=REPLY_TAG)
+            k += 1
 
 
 class ServerExchange(Exchange):
@@ -75,8 +87,7 @@ class ServerExchange(Exchange):
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, version) of local steps until their push
         self.server = None
         if self.rank == 0:
-            pushes = self.size * (rules.N // rules.stride)
-            self.server = ParameterServer(self.link, self.replica.host(self.replica.params()), pushes, self.serve)
+            self.server = ParameterServer(self.link, self.replica.host(self.replica.params()), self.size, self.serve)
             self.server.thread.start()
 
     @classmethod
@@ -86,6 +97,10 @@ class ServerExchange(Exchange):
                 f"algorithm.servers = {scenario.algorithm.servers}: real runs have one server "
                 "(a thread of rank 0); --set algorithm.servers=1"
             )
+
+    @classmethod
+    def stops(cls, rules):
+        return True
 
     def serve(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -111,6 +126,7 @@ class ServerExchange(Exchange):
         k = int(self.reply[self.d :].view(np.int64)[0])
         self.received(self.reply[: self.d])
         t_done = self.clock.now()
+        self.stopped = t_done >= self.scenario.budget  # the budget ends this worker at its first reply after it
         for step in self.waiting:
             self._emit(step, k)
         self.waiting.clear()
@@ -127,8 +143,10 @@ class ServerExchange(Exchange):
         for step in self.waiting:
             self._emit(step, -1)
         self.waiting.clear()
+        stop = self.link.Isend(np.zeros(0, dtype=np.float32), dest=0, tag=PUSH_TAG)
         if self.server is not None:
             self.server.thread.join()
+        stop.Wait()
         self.comm.Barrier()
         self.link.Free()
 

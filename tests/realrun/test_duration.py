@@ -1,14 +1,16 @@
 """Real runs with a time budget: round algorithms stop after the first round whose trigger (``t_trigger``, a post
 time every rank reads alike) is at or after the budget, every rank at its release by that round or, lagging, at its
-first release after it; LSGD's ranks stop after the first exchange rank 0 saw complete at or after the budget. The
-run folder is finished with the rows it has.
+first release after it; LSGD's ranks stop after the first exchange rank 0 saw complete at or after the budget; ranks
+on their own (async-ps, easgd, ad-psgd) each at its own first exchange that completes at or after it. The run
+folder is finished with the rows it has.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from stragglerlab.analysis.runfolder import SCHEMAS, load_run
+from stragglerlab.analysis.runfolder import load_run
+from tests.realrun.folders import check_folder
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(180)]
 
@@ -29,15 +31,22 @@ global_period = 4
 """
 
 
-def budget_run(spawn, scenario_file, tmp_path, algorithm, backend="native", budget=BUDGET, decides="t_trigger"):
+def budgeted_run(spawn, scenario_file, tmp_path, algorithm, *sets, ranks=2, backend="native", budget=BUDGET):
+    """The run of ``algorithm`` on ``ranks`` ranks with the time budget (and the further ``--set`` keys ``sets``),
+    checked to be finished, valid and cut short by the budget."""
     out = tmp_path / "run"
-    argv = ["run", str(scenario_file(SCENARIO)), "--set", f"algorithm.name={algorithm}", "--backend", backend]
-    proc = spawn(2, [*argv, "--set", f"duration={budget}", "-o", str(out)])
+    argv = ["run", str(scenario_file(SCENARIO)), "--backend", backend, "-o", str(out)]
+    keys = [f"algorithm.name={algorithm}", f"duration={budget}", f"cluster.workers={ranks}", *sets]
+    proc = spawn(ranks, [*argv, *(x for key in keys for x in ("--set", key))])
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
-    assert run.finished
+    check_folder(run, ranks, ITERATIONS, budgeted=True)
+    return run
+
+
+def budget_run(spawn, scenario_file, tmp_path, algorithm, backend="native", budget=BUDGET, decides="t_trigger"):
+    run = budgeted_run(spawn, scenario_file, tmp_path, algorithm, backend=backend, budget=budget)
     it, rounds = run.iterations, run.rounds
-    assert 0 < len(it) < 2 * ITERATIONS
     # the last round is the first whose ``decides`` (round algorithms: the trigger every rank reads alike; LSGD:
     # rank 0's completion, as it decided, just after the core's record of it) is at or after the budget
     assert (rounds[decides].iloc[:-1] < budget).all() and rounds[decides].iloc[-1] >= budget - 0.05
@@ -67,14 +76,8 @@ def test_lsgd_ranks_stop_at_the_budgets_last_exchange(spawn, scenario_file, tmp_
     assert (last_rows["round"] == rounds["round"].iloc[-1]).all() and len(last_rows) == 2
 
 
-#: 3 ranks, rank 2 computing 8 times longer than the others, every round partial, a budget of 1 s
-PARTIAL = {
-    "cluster.workers": 3,
-    "imbalance.kind": "persistent",
-    "imbalance.factors": "{2 = 8.0}",
-    "algorithm.sync_period": 0,
-    "duration": 1.0,
-}
+#: rank 2 computes 8 times longer than the others, every round partial
+PARTIAL = ("imbalance.kind=persistent", "imbalance.factors={2 = 8.0}", "algorithm.sync_period=0")
 
 
 # eager-majority may draw the slow rank as the last round's initiator (which round is last depends on timing):
@@ -84,17 +87,8 @@ def test_partial_rounds_stop_every_rank_at_the_first_round_triggered_at_or_after
     spawn, scenario_file, tmp_path, algorithm, lags
 ):
     # rank 2 lags behind the rounds the others trigger
-    out = tmp_path / "run"
-    sets = [x for key, value in {**PARTIAL, "algorithm.name": algorithm}.items() for x in ("--set", f"{key}={value}")]
-    argv = ["run", str(scenario_file(SCENARIO)), *sets, "-o", str(out)]
-    proc = spawn(3, argv, timeout=150)
-    assert proc.returncode == 0, proc.stderr
-    run = load_run(out)
-    assert run.finished
-    for table in ("iterations", "rounds"):
-        assert list(getattr(run, table).columns) == SCHEMAS[table].names
+    run = budgeted_run(spawn, scenario_file, tmp_path, algorithm, *PARTIAL, ranks=3, budget=1.0)
     it, rounds = run.iterations, run.rounds
-    assert 0 < len(it) < 3 * ITERATIONS
     # the last round is the first whose trigger is at or after the budget (every rank read the same t_trigger), and
     # no round follows it
     trigger = rounds["t_trigger"].to_numpy()
@@ -103,9 +97,7 @@ def test_partial_rounds_stop_every_rank_at_the_first_round_triggered_at_or_after
     last = len(rounds) - 1
     assert (it["round"] <= last).all()
     for worker, rows in it.groupby("worker"):
-        rows = rows.sort_values("iteration")
-        assert list(rows["iteration"]) == list(range(len(rows)))
-        final = rows.iloc[-1]
+        final = rows.sort_values("iteration").iloc[-1]
         # its release by the last round, or a release after that round completed on this rank (which was after its
         # trigger; a millisecond for the alignment of the ranks' clocks)
         assert final.iteration == last or (final.iteration < last and final.t_done >= trigger[-1] - 1e-3), worker
@@ -115,6 +107,33 @@ def test_partial_rounds_stop_every_rank_at_the_first_round_triggered_at_or_after
 
 
 WAGMA = ["--set", "algorithm.name=wagma", "--set", "algorithm.group_size=2"]
+
+
+# rank 2 computes 2 s per iteration, the others 10 ms: the budget ends rank 2 at its first exchange and the others
+# some 50 iterations in, long before it; they have stopped when rank 2 exchanges, and still answer it
+SLOW = ("imbalance.kind=persistent", "imbalance.factors={2 = 200.0}")
+
+
+@pytest.mark.parametrize("algorithm,period", [("async-ps", 1), ("easgd", 2), ("ad-psgd", 1)])
+def test_ranks_on_their_own_stop_at_their_first_exchange_completing_after_the_budget(
+    spawn, scenario_file, tmp_path, algorithm, period
+):
+    run = budgeted_run(spawn, scenario_file, tmp_path, algorithm, *SLOW, ranks=3)
+    it, rounds = run.iterations, run.rounds
+    exchanges = it[(it["iteration"] + 1) % period == 0]
+    assert (it["round"] >= 0).all()  # every step reached the server (easgd): the last iteration is an exchange
+    for worker in range(3):
+        own = exchanges[exchanges["worker"] == worker]
+        assert own["iteration"].iloc[-1] == it[it["worker"] == worker]["iteration"].iloc[-1]
+        assert own["t_done"].iloc[-1] >= BUDGET and (own["t_done"].iloc[:-1] < BUDGET).all()
+    assert len(it[it["worker"] == 2]) == period  # its first exchange completes 2·period s in
+    assert len(rounds) == len(exchanges)  # one push (ad-psgd: exchange) each
+    last = it.groupby("worker")["t_done"].max()
+    slow = rounds[rounds["initiator"] == 2]
+    if algorithm == "ad-psgd":  # its peer had stopped, and its thread served the exchange
+        assert len(slow) == 1 and slow["t_trigger"].iloc[0] >= last[slow["group"].iloc[0]]
+    else:  # the server kept serving after the others had stopped
+        assert len(slow) == 1 and slow["t_done"].iloc[0] > last[[0, 1]].max()
 
 
 def test_a_budget_an_exchange_cannot_stop_yet_is_a_one_line_error(spawn, scenario_file, tmp_path):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS, load_run
+from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.scenario import load
+from tests.realrun.folders import check_folder
 
 #: every algorithm with a real-run exchange
 REAL = [record.name for record in algorithms.RECORDS if record.exchanges]
@@ -35,23 +36,6 @@ group_size = 2
 period = 3
 global_period = 6
 """
-
-
-def check_folder(run, P: int, N: int) -> None:
-    """The run folder has the simulator's schema, sorted rows, and one row per worker-iteration."""
-    assert run.finished and run.meta["source"] == "real" and run.meta["ranks"] == P
-    for table in ("iterations", "rounds", "evals"):
-        frame = getattr(run, table)
-        assert list(frame.columns) == SCHEMAS[table].names
-    it = run.iterations
-    assert len(it) == P * N
-    assert it[SORT_KEYS["iterations"]].equals(it.sort_values(SORT_KEYS["iterations"])[SORT_KEYS["iterations"]])
-    assert (it["t_post"] >= it["t_start"]).all() and (it["t_done"] >= it["t_post"]).all()
-    assert np.allclose(it["compute"], it["t_post"] - it["t_start"])
-    steps = run.rounds["round"].diff().dropna()  # gossip: one row per worker-iteration, so rounds repeat
-    assert len(run.rounds) > 0 and run.rounds["round"].iloc[0] == 0 and steps.isin([0, 1]).all()
-    carried = it[it["round"] >= 0]
-    assert carried["round"].max() < len(run.rounds)
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
