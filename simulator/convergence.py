@@ -10,6 +10,11 @@ consumes it; round m applies Σ(rows with ``round == m``) / D with D = P (``divi
 gradients summed (``contributors``). Rows of round −1 (dropped, or after the last exchange) are never applied. Every
 replica applies every round, so replicas stay identical. The other algorithms' updates are in their modules.
 
+A run stopped by the time budget (``duration``) has a ragged table: worker i has rows 0 … n_i − 1 (:func:`row_counts`),
+and :func:`matrix` pads the others with a fill value the update chooses. No update takes a gradient step beyond a
+worker's rows (trailing local steps go only up to n_i); the final evaluation is at the last row's ``t_done``, with
+``iteration`` the most iterations any worker ran.
+
 Evaluations of the averaged model (worker −1: the mean of the replicas, or the central model of an algorithm that
 keeps one, a parameter server's), and of each replica with ``evals.replicas``, are taken at the start,
 after the first round completing at or past each multiple of ``evals.every_seconds`` (simulated) or of
@@ -145,9 +150,7 @@ def replay(
     and is what the averaged model's evaluations (worker −1) evaluate."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)
     rounds = rounds.sort_values(SORT_KEYS["rounds"], kind="stable").reset_index(drop=True)
-    P, N = scenario.workers, scenario.iterations
-    if len(it) != P * N:
-        raise ValueError(f"the replay needs the whole iterations table ({P * N} rows, got {len(it)})")
+    P = scenario.workers
     W = np.tile(workload.initial().astype(np.float64), (P + central, 1))
     evals = Evaluations(scenario, workload, central)
     carried = it[it["round"] >= 0]
@@ -159,12 +162,24 @@ def replay(
         for m in update(rules, workload, it, rounds, W, Optimizer(scenario, W.shape), note):
             note("round", m, W)
             yield from evals.after_round(float(t_done[m]), int(reached[m]), W)
-        yield from evals.final(float(it["t_done"].max()), N, W)
+        yield from evals.final(float(it["t_done"].max()), int(row_counts(it, P).max(initial=0)), W)
 
 
-def matrix(it: pd.DataFrame, column: str, P: int) -> np.ndarray:
-    """A column of the iterations table (sorted by worker, iteration) as a P × N matrix."""
-    return it[column].to_numpy().reshape(P, -1)
+def row_counts(it: pd.DataFrame, P: int) -> np.ndarray:
+    """The number of rows of each of the P workers in the iterations table: N each without a time budget, n_i ≤ N
+    with one (worker i's rows are its iterations 0 … n_i − 1)."""
+    return np.bincount(it["worker"].to_numpy(), minlength=P)
+
+
+def matrix(it: pd.DataFrame, column: str, P: int, fill: float) -> np.ndarray:
+    """A column of the iterations table (sorted by worker, iteration) as a P × n matrix, n the most rows of any
+    worker; a worker stopped early by the time budget has ``fill`` after its last row."""
+    values, counts = it[column].to_numpy(), row_counts(it, P)
+    if (counts == counts[0]).all():
+        return values.reshape(P, -1)
+    out = np.full((P, counts.max()), fill, dtype=np.result_type(values, np.asarray(fill)))
+    out[np.arange(counts.max()) < counts[:, None]] = values
+    return out
 
 
 def gradient_rounds(
@@ -174,7 +189,7 @@ def gradient_rounds(
     P = rules.P
     if not (it["model_version"] == it["iteration"]).all():
         raise ValueError("a round-per-call schedule must have model_version == iteration")
-    target = matrix(it, "round", P)
+    target = matrix(it, "round", P, -1)  # a worker stopped by the time budget contributes to no later round
     sums: dict[int, list] = {}  # round -> [gradient sum, count]
     by_workers = rules.divide_by == "workers"
     for m in range(len(rounds)):

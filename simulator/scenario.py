@@ -347,10 +347,6 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         record.check(s, origins.fail)
     if s.engine == "fast" and record.kernel is None:
         raise origins.fail("engine", s.engine, f"reference or auto: {record.name} has no fast kernel")
-    if s.duration > 0 and s.workload.model != "none":
-        raise origins.fail(
-            "duration", s.duration, "0 with a model to train (the convergence replay has no time budget yet)"
-        )
     if s.cluster.workers_per_node > P:
         raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node, f"at most cluster.workers = {P}")
     c = s.workload.compute

@@ -29,7 +29,7 @@ from numba import njit
 from stragglerlab.simulator.algorithms.eager import splitmix
 from stragglerlab.simulator.algorithms.gossip import KIND, TOPOLOGY, PeerCosts
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
 from stragglerlab.simulator.topology import neighbours
@@ -114,8 +114,10 @@ def update(
     gradients of every iteration begun strictly earlier are taken on the models as they are then, and the
     initiator's own gradient of this iteration in any case (an exchange at the very instant an iteration starts
     comes first, unless it is that iteration's own). Each exchange averages the pair, then steps the initiator."""
-    P, N = rules.P, rules.N
-    t_post, t_done = matrix(it, "t_post", P), matrix(it, "t_done", P)
+    P = rules.P
+    counts = row_counts(it, P)  # a worker stopped by the time budget begins no iteration after its rows
+    t_post, t_done = matrix(it, "t_post", P, np.inf), matrix(it, "t_done", P, np.inf)
+    N = t_done.shape[1]
     t_start = np.zeros((P, N))
     t_start[:, 1:] = t_done[:, :-1] + rules.update
     worker, n_of = rounds["initiator"].to_numpy(), rounds["round"].to_numpy()
@@ -131,11 +133,11 @@ def update(
 
     for r in order:
         i, n, j, s = int(worker[r]), int(n_of[r]), int(j_of[r]), start[r]
-        ahead = (begun < N) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
+        ahead = (begun < counts) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
         ahead[i] |= begun[i] == n
         while ahead.any():
             take(np.flatnonzero(ahead))
-            ahead = (begun < N) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
+            ahead = (begun < counts) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
         if j >= 0:
             W[[i, j]] = (W[i] + W[j]) / 2
         opt.step(W, G[i], np.array([i]))

@@ -18,7 +18,7 @@ from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.lsgd import PULL
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.server import SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
-from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
@@ -44,7 +44,7 @@ def update(
 ) -> Iterator[int]:
     """Server updates in order: the served worker's local steps up to its exchange iteration (each its own
     gradient step, on its copy with its own momentum buffer), then the elastic exchange with the centre (row P);
-    the steps after each worker's last exchange stay local."""
+    the steps after each worker's last exchange stay local, up to its own row count."""
     P, a = rules.P, rules.pull
     done = np.zeros(P, dtype=np.int64)  # iterations each worker has stepped
 
@@ -60,8 +60,8 @@ def update(
         W[j] -= pull
         W[P] += pull
         yield k
-    for j in range(P):
-        steps(j, rules.N)
+    for j, count in enumerate(row_counts(it, P)):
+        steps(j, int(count))
 
 
 RECORD = Algorithm(

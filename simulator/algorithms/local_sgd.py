@@ -15,7 +15,7 @@ import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.rounds import RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
 from stragglerlab.simulator.fast import rounds
 from stragglerlab.simulator.keys import POSITIVE_INT, Key
 
@@ -54,21 +54,22 @@ def update(
     note: Observer,
 ) -> Iterator[int]:
     """``period`` local steps of every worker, then w ← mean(w) at each average; steps after the last average stay
-    local."""
-    P, N, period = rules.P, rules.N, rules.stride
-    ranks = np.arange(P)
+    local, each worker's up to its own row count."""
+    P, period = rules.P, rules.stride
+    counts = row_counts(it, P)
 
     def steps(first: int, last: int) -> None:
         for n in range(first, last):
-            G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, n)))
-            opt.step(W, G)
+            rows = np.flatnonzero(counts > n)
+            G, _ = workload.gradient(W[rows], workload.batches(rows, np.full(len(rows), n)))
+            opt.step(W, G, rows)
 
     for m in range(len(rounds)):
         steps(m * period, (m + 1) * period)
         W[:] = W.mean(axis=0)
         note("averaged", m, W)
         yield m
-    steps(len(rounds) * period, N)
+    steps(len(rounds) * period, int(counts.max(initial=0)))
 
 
 RECORD = Algorithm(

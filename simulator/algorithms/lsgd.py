@@ -24,7 +24,7 @@ from numba import njit
 
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
 from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
@@ -149,7 +149,7 @@ def update(
     zero."""
     P = rules.P
     node = np.arange(P) // rules.workers_per_node
-    target, global_ = matrix(it, "round", P), rounds["group"].to_numpy() < 0
+    target, global_ = matrix(it, "round", P, -1), rounds["group"].to_numpy() < 0
     losses = np.full((P, LOSS_WINDOW), np.nan)  # ring of each worker's last training losses
     done = np.zeros(P, dtype=np.int64)  # iterations each worker has stepped
 
@@ -172,7 +172,7 @@ def update(
         if global_[m]:
             W -= rules.global_pull * (X - X[best])
         yield m
-    steps(rules.N - done)
+    steps(row_counts(it, P) - done)
 
 
 def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:

@@ -139,21 +139,20 @@ def stop_rule_holds(it, r, duration, decides):
         assert released[-1] >= done and (released[:-1] <= done).all()
 
 
+#: every algorithm's keys for a budgeted run with a straggler: worker 2 four times slower
+SLOW_WORKER = {
+    "algorithm.period": 3,
+    "algorithm.group_size": 2,
+    "algorithm.sync_period": 0,
+    "imbalance.kind": "persistent",
+    "imbalance.factors": {"2": 4.0},
+    "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
+}
+
+
 def random_run(name, duration):
     """200 iterations of 8 workers, worker 2 four times slower, or the budget's stop."""
-    s = scenario(
-        iterations=200,
-        duration=duration,
-        **{
-            "algorithm.name": name,
-            "algorithm.period": 3,
-            "algorithm.group_size": 2,
-            "algorithm.sync_period": 0,
-            "imbalance.kind": "persistent",
-            "imbalance.factors": {"2": 4.0},
-            "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
-        },
-    )
+    s = scenario(iterations=200, duration=duration, **{"algorithm.name": name, **SLOW_WORKER})
     it, r = run_tables(s)
     assert len(it) < 8 * 200
     if algorithms.get(name).kernel is not None:

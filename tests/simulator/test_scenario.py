@@ -124,7 +124,6 @@ MALFORMED = [
     ("[network]\noverhead = -1e-6", "network.overhead = -1e-06: must be a number >= 0"),
     ("[workload]\nupdate = -0.1", "workload.update = -0.1: must be a number >= 0"),
     ("duration = -1", "duration = -1: must be a number >= 0"),
-    ('duration = 5\n[workload]\nmodel = "logistic"', "duration = 5.0: must be 0 with a model to train"),
     (
         '[imbalance]\nkind = "random-delay"\ndraw = "twice"',
         'imbalance.draw = "twice": must be one of count, independent',
