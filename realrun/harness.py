@@ -90,6 +90,8 @@ def run_rank(
         exchange_type.check(scenario, replica)
         if scenario.duration > 0 and not exchange_type.stops(record.rules(scenario, cost_model(scenario))):
             raise UserError(f"duration = {scenario.duration}: {record.name} has no time budget in real runs yet")
+        if scenario.duration > 0 and scenario.workload.model != "none":
+            raise UserError(f"duration = {scenario.duration}: a real run has no time budget with a model to train yet")
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
