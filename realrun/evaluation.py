@@ -10,7 +10,9 @@ where it can look, without stopping anyone: **(choice)** the other replicas are 
 0's). When training ends every rank adds its copies (a rank that finished before a request came adds its final
 model), rank 0 evaluates their means and writes those rows. The last evaluation (after any trailing local steps, as
 in the simulator) is always of the mean, whatever the exchange, since local SGD's replicas differ after their last
-average. Rank 0's own model is left as it trained (``--save-model`` saves it).
+average. Rank 0's own model is left as it trained (``--save-model`` saves it). In a run the time budget stopped, the
+last evaluation is at the latest release over the ranks, its ``iteration`` the most iterations any rank ran (each
+final replica holds its own rank's iterations).
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ class MeanEvaluations:
         while self.comm.Iprobe(source=0, tag=TAG):
             self.comm.recv(source=0, tag=TAG)
             self.copies.append(self._own())
+
+    def latest(self, t: float, iterations: int) -> tuple[float, int]:
+        """Collective: the latest ``t`` and the most ``iterations`` over the ranks (a run the time budget stopped ends
+        at its last release, its replicas holding each rank's own iterations)."""
+        ends = self.comm.allgather((t, iterations))
+        return max(t for t, _ in ends), max(n for _, n in ends)
 
     def finish(self, t_end: float, iterations: int) -> None:
         """Collective when training ends: the requested means and the final one evaluated (rank 0 writes them)."""

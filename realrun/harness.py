@@ -90,8 +90,6 @@ def run_rank(
         exchange_type.check(scenario, replica)
         if scenario.duration > 0 and not exchange_type.stops(record.rules(scenario, cost_model(scenario))):
             raise UserError(f"duration = {scenario.duration}: {record.name} has no time budget in real runs yet")
-        if scenario.duration > 0 and scenario.workload.model != "none":
-            raise UserError(f"duration = {scenario.duration}: a real run has no time budget with a model to train yet")
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
@@ -160,10 +158,12 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
     if evals is not None:
         evals.start()
     last = (0.0, 0)  # (t_done, iterations) of the last round completed here
+    released = (0.0, 0)  # (time, iterations) of this rank's last release
     for n in range(scenario.iterations):
         t_start = clock.now()
         g, loss, t_post = exchange.compute(n, injection, t_start)
         completed = exchange.iteration(n, g, loss, t_start, t_post)
+        released = (clock.now() if completed is None else completed[0], n + 1)
         if completed is not None:
             last = completed
         if evals is not None:
@@ -177,5 +177,7 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
         if exchange.stopped:
             break
     if evals is not None:
-        t_end = last[0] if last[1] == scenario.iterations else clock.now()
-        evals.finish(t_end, scenario.iterations)
+        if scenario.duration > 0:  # ranks may stop at different iterations: the last release, the most iterations
+            evals.finish(*evals.latest(*released))
+        else:
+            evals.finish(last[0] if last[1] == scenario.iterations else clock.now(), scenario.iterations)

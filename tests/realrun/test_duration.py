@@ -136,6 +136,24 @@ def test_ranks_on_their_own_stop_at_their_first_exchange_completing_after_the_bu
         assert len(slow) == 1 and slow["t_done"].iloc[0] > last[[0, 1]].max()
 
 
+@pytest.mark.parametrize("algorithm,sets", [("eager-solo", PARTIAL), ("async-ps", SLOW), ("lsgd", ())])
+def test_a_budgeted_run_with_a_model_ends_its_evaluations_at_the_last_release_with_the_most_iterations(
+    spawn, scenario_file, tmp_path, algorithm, sets
+):
+    run = budgeted_run(spawn, scenario_file, tmp_path, algorithm, *sets, "workload.model=logistic", ranks=3, budget=1.0)
+    it, evals = run.iterations, run.evals
+    sizes = it.groupby("worker").size()
+    if algorithm == "async-ps":  # the slow rank (200 times its measured compute) stopped fewer iterations in
+        assert sizes[2] < sizes[0]
+    final = evals[evals["worker"] == -1].iloc[-1]
+    assert final["iteration"] == sizes.max()
+    # the latest release over the ranks: the last row's t_done where its rank's exchange returned it, else the time
+    # the rank read once released
+    assert final["t"] >= it["t_done"].max()
+    if algorithm == "async-ps":  # every last row is a reply from the server
+        assert final["t"] == it["t_done"].max()
+
+
 def test_a_budget_an_exchange_cannot_stop_yet_is_a_one_line_error(spawn, scenario_file, tmp_path):
     out = tmp_path / "run"
     proc = spawn(2, ["run", str(scenario_file(SCENARIO)), *WAGMA, "-o", str(out)])
