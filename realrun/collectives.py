@@ -283,11 +283,15 @@ class Collective:
         self._check(self._lib.pcoll_get_rounds(handle, first, n, records), handle)
         return records
 
-    def triggers(self, first: int = 0) -> np.ndarray:
-        """``t_trigger`` of the rounds this rank completed so far, from record ``first`` on: rounds whose results
-        are queued but not yet waited for (a rank that lags) included. Cheap (a copy of the new records), for a
-        loop that reads only the records it has not seen."""
-        return np.array([r.t_trigger for r in self._records(first)], dtype=np.float64)
+    def triggers(self, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The round indices and ``t_trigger`` of the rounds this rank completed so far, from record ``first`` on:
+        rounds whose results are queued but not yet waited for (a rank that lags) included. Cheap (a copy of the new
+        records), for a loop that reads only the records it has not seen."""
+        records = self._records(first)
+        return (
+            np.array([r.round for r in records], dtype=np.int64),
+            np.array([r.t_trigger for r in records], dtype=np.float64),
+        )
 
     def rounds(self) -> pd.DataFrame:
         """The rounds this rank completed so far: the run folder's ``rounds`` table."""

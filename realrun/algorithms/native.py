@@ -11,9 +11,10 @@ are discarded by the core (round -1). The core's results are Σ/P or Σ/D for gr
 The core's round records are rank 0's, on the core's clock (aligned to rank 0 like the run's), shifted to the run's
 origin by rank 0's reading of the run clock when the core was created (within microseconds).
 
-With a time budget, the first round whose ``t_trigger`` is at or after it is the last: a round's ``t_trigger`` comes
-from its reduced metadata, so every rank reads the same value, and each rank stops at its first release once such a
-round has completed on it (its own round, or a later one completed while it lagged).
+With a time budget, the first round whose ``t_trigger`` is at or after it is the last (of the rounds that may end it:
+wagma's global averages): a round's ``t_trigger`` comes from its reduced metadata, so every rank reads the same
+value, and each rank stops at its first release once such a round has completed on it (its own round, or a later
+one completed while it lagged).
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class NativeRounds(Exchange):
         self.final: list[tuple] | None = None
         self.seen = 0  # records of this rank's core already checked against the time budget
 
+    @classmethod
+    def stops(cls, rules: Any) -> bool:
+        """Every kind's rounds that may end the budget say their ``t_trigger`` alike on every rank (wagma's group
+        rounds, which do not, may not end it), so each rank decides the budget alone."""
+        return True
+
     def exchange(self, n: int, contribution: Any) -> tuple[np.ndarray, RoundInfo]:
         """Post ``contribution`` (a vector of this replica) with the probe of call ``n`` and wait for its round."""
         buf, d = self.buffer, self.d
@@ -84,14 +91,14 @@ class NativeRounds(Exchange):
         return float(t_trigger) + self.origin if t_trigger >= 0 else -1.0
 
     def budget_reached(self) -> bool:
-        """Whether a round triggered at or after the time budget has completed on this rank, by the records it has
-        not checked yet (the round just waited for, and any completed while this rank lagged). False at no cost
-        without a budget."""
+        """Whether the time budget's last round (triggered at or after it, and one that may end it: the rules'
+        ``ends_budget``) has completed on this rank, by the records it has not checked yet (the round just waited
+        for, and any completed while this rank lagged). False at no cost without a budget."""
         if self.rules.budget == float("inf"):
             return False
-        triggers = self.coll.triggers(self.seen)
-        self.seen += len(triggers)
-        return any(self.run_time(t) >= self.rules.budget for t in triggers)
+        rounds, triggers = self.coll.triggers(self.seen)
+        self.seen += len(rounds)
+        return any(self.rules.last_by_budget(int(m), self.run_time(t)) for m, t in zip(rounds, triggers, strict=True))
 
     def rows(self, frame: pd.DataFrame) -> list[tuple]:
         """The ``rounds`` rows of the core's records, their times shifted to the run's origin."""
@@ -127,11 +134,6 @@ class GradientExchange(NativeRounds):
         super().__init__(scenario, rules, comm, replica, clock, sink, **options)
         self.late = rules.late
         self.by_workers = rules.divide_by == "workers"
-
-    @classmethod
-    def stops(cls, rules: Any) -> bool:
-        """Every kind's rounds say their ``t_trigger`` alike on every rank, so each rank decides the budget alone."""
-        return True
 
     def iteration(self, n, g, loss, t_start, t_post):
         out, info = self.exchange(n, g)

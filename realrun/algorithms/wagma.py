@@ -8,6 +8,10 @@ The probe slot of a round's result holds the iteration + 1 of the deposit (model
 the first round that read it, and a deposit replaced before any round read it has round -1. The core's result is the
 group sum, weighed here: ``(Σ_group + w)/(|group| + 1)`` for group rounds, a member that has never posted counting as
 the initial model, and ``Σ/P`` for the periodic global average; then the rank steps with its own gradient.
+
+With a time budget, every rank stops after the first global average whose ``t_trigger`` (the last post, which every
+rank reads alike) is at or after it; a group round's trigger is known only in its activator's group, so group rounds
+never end the budget. Every rank is in a global average, so every rank stops after that same round.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class WagmaExchange(NativeRounds):
     def iteration(self, n, g, loss, t_start, t_post):
         out, info = self.exchange(n, self.replica.params())
         t_done = self.clock.now()
+        self.stopped = self.budget_reached()
         self.waiting.append((n, t_start, t_post, t_done, info.fresh))
         self._average(out, info)
         self.replica.step(g)

@@ -13,8 +13,9 @@ n completes (at once if it already has), and what becomes of its contribution is
   deposit carries it, and a deposit replaced before any round read it is carried by none.
 
 With a time budget (``duration``), the first round triggered at or after it is the last (its ``t_trigger``, a post
-time every rank of a real run agrees on): every worker stops at its release by that round, or, lagging behind it,
-at its first release after that round completed.
+time every rank of a real run agrees on), of the rounds that may end it (the rules' ``ends_budget``: any, except for
+WAGMA, whose group rounds do not): every worker stops at its release by that round, or, lagging behind it, at its
+first release after that round completed.
 
 The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`).
 """
@@ -95,6 +96,14 @@ class RoundRules:
     def group(self, m: int) -> int:
         """The ``group`` column of round ``m``: -1 when it spans every worker."""
         return -1
+
+    def ends_budget(self, m: int) -> bool:
+        """Whether round ``m``, triggered at or after the time budget, is the run's last: any round may."""
+        return True
+
+    def last_by_budget(self, m: int, t_trigger: float) -> bool:
+        """Whether round ``m``, triggered at ``t_trigger``, is the time budget's last round."""
+        return t_trigger >= self.budget and self.ends_budget(m)
 
     def native_options(self) -> dict[str, Any]:
         """Options of the native core's collective that the rules set beyond the ones every exchange passes."""
@@ -231,7 +240,7 @@ class RoundProcess:
         r.initiator, r.t_trigger = worker, now
         r.t_start = now if rules.synchronous(r.index) else now + rules.t_act
         r.t_done = rules.done(r.index, r.t_start, r.waiting)
-        if r.t_trigger >= rules.budget:
+        if rules.last_by_budget(r.index, r.t_trigger):
             self.total = r.index + 1
         self.engine.after(r.t_done - now, lambda: self.complete(r))
 
@@ -239,7 +248,7 @@ class RoundProcess:
         rules, m = self.rules, r.index
         del self.open[m]
         self.completed = m
-        self.over = m == self.total - 1 and r.t_trigger >= rules.budget
+        self.over = m == self.total - 1 and rules.last_by_budget(m, r.t_trigger)
         for call in r.waiting:
             self.engine.release(call, last=self.over)
         self.engine.sink.round(

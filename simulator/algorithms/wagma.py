@@ -8,6 +8,8 @@ Groups for any P and S (:func:`butterfly_group`): write ranks in base S; there a
 of P − 1 (at least one), round n uses phase n mod phases, and the group of rank i at phase s is every rank below P
 that differs from i only in digit s. For powers of two this is exactly "differ only in bits [s·log2 S,
 (s+1)·log2 S)"; otherwise the groups of the top digit are smaller than S.
+
+With a time budget, the first global average triggered at or after it is the last round; group rounds never end it.
 """
 
 from __future__ import annotations
@@ -86,6 +88,12 @@ class WagmaRules(RoundRules):
     def group(self, m: int) -> int:
         return -1 if self.synchronous(m) else m % self.phases
 
+    def ends_budget(self, m: int) -> bool:
+        """Only a periodic global average ends the time budget: every worker is in it, fresh, and every rank of a
+        real run reads its trigger (the last post) alike, while a group round's trigger is known only in the
+        activator's group; replicas are then averaged alike."""
+        return self.synchronous(m)
+
 
 def update(
     rules: WagmaRules,
@@ -155,6 +163,8 @@ def check(scenario: Scenario, fail: Fail) -> None:
         raise fail(
             "algorithm.group_size", scenario.algorithm.group_size, f"at most cluster.workers = {scenario.workers}"
         )
+    if scenario.duration > 0 and scenario.algorithm.sync_period == 0:
+        raise fail("algorithm.sync_period", 0, "at least 1 with a time budget (duration > 0): a global average ends it")
 
 
 RECORD = Algorithm(

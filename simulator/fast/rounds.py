@@ -41,6 +41,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
     quorum = np.array([rules.quorum(m) for m in rounds], dtype=np.int64)
     kind = np.array([rules.kind(m) for m in rounds], dtype=object)
     group = np.array([rules.group(m) for m in rounds], dtype=np.int64)
+    ends_budget = np.array([rules.ends_budget(m) for m in rounds], dtype=np.bool_)
     window = fast.window(max(fast.window_size(stride), 2 * stride))
     state = np.zeros(3, dtype=np.int64)
     last_done = -np.inf  # the completion of the last round processed
@@ -82,6 +83,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             rules.backward,
             rules.t_bucket,
             rules.budget,
+            ends_budget,
             out["round"],
             out["initiator"],
             out["t_trigger"],
@@ -162,6 +164,7 @@ def round_kernel(
     backward,
     t_bucket,
     budget,
+    ends_budget,
     out_round,
     out_initiator,
     out_trigger,
@@ -173,8 +176,9 @@ def round_kernel(
 
     ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection.
     ``pend_*``: each worker's late contributions not yet taken by an exchange (ring buffers of iteration and post
-    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round
-    triggered at or after ``budget`` (the time budget; infinity: none) is the last: ``state[S_OVER]`` is set.
+    time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round m
+    triggered at or after ``budget`` (the time budget; infinity: none) is the last if ``ends_budget[m]``:
+    ``state[S_OVER]`` is set.
     """
     P = t_start.shape[0]
     total = is_sync.shape[0]
@@ -258,7 +262,7 @@ def round_kernel(
         out_fresh[written] = fresh_count
         written += 1
         state[S_ROUND] = m + 1
-        if t_trigger >= budget:  # the time budget's last round
+        if t_trigger >= budget and ends_budget[m]:  # the time budget's last round
             state[S_OVER] = 1
             return DONE, written
     return DONE, written

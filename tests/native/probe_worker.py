@@ -78,14 +78,14 @@ def main() -> None:
             out, info = coll.wait()
             waits[n] = time.perf_counter() - t
             returned[n] = time.monotonic()
-            records[n] = n + len(coll.triggers(n))
+            records[n] = n + len(coll.triggers(n)[0])
             outs[n] = out
             for name in fields:
                 fields[name][n] = getattr(info, name)
             kinds.append(info.kind)
             masks[n] = info.mask
         table = coll.rounds()
-        triggers = coll.triggers()
+        _, triggers = coll.triggers()
     folder = Path(args.out) / str(color)
     folder.mkdir(exist_ok=True)
     np.savez(

@@ -1,8 +1,8 @@
 """Real runs with a time budget: round algorithms stop after the first round whose trigger (``t_trigger``, a post
-time every rank reads alike) is at or after the budget, every rank at its release by that round or, lagging, at its
-first release after it; LSGD's ranks stop after the first exchange rank 0 saw complete at or after the budget; ranks
-on their own (async-ps, easgd, ad-psgd) each at its own first exchange that completes at or after it. The run
-folder is finished with the rows it has.
+time every rank reads alike) is at or after the budget (wagma: the first global average), every rank at its release
+by that round or, lagging, at its first release after it; LSGD's ranks stop after the first exchange rank 0 saw
+complete at or after the budget; ranks on their own (async-ps, easgd, ad-psgd) each at its own first exchange that
+completes at or after it. The run folder is finished with the rows it has.
 """
 
 from __future__ import annotations
@@ -106,7 +106,31 @@ def test_partial_rounds_stop_every_rank_at_the_first_round_triggered_at_or_after
     assert (sizes[2] <= last and sizes[2] < sizes[0]) or not lags
 
 
-WAGMA = ["--set", "algorithm.name=wagma", "--set", "algorithm.group_size=2"]
+#: P = 4 in groups of 2 (two butterfly phases), a global average every 16th round: the budget most likely falls
+#: among the group rounds, so that some are triggered at or after it before the global average that ends it
+WAGMA = ("algorithm.group_size=2", "algorithm.sync_period=16")
+
+
+def test_wagma_ranks_stop_after_the_first_global_average_triggered_at_or_after_the_budget(
+    spawn, scenario_file, tmp_path
+):
+    run = budgeted_run(spawn, scenario_file, tmp_path, "wagma", *WAGMA, ranks=4, budget=1.0)
+    it, rounds = run.iterations, run.rounds
+    assert list(rounds["round"]) == list(range(len(rounds)))
+    last = len(rounds) - 1
+    average = rounds[rounds["kind"] == "average"]
+    assert list(average["round"]) == list(range(15, last + 1, 16)) and (average["group"] == -1).all()
+    assert (rounds[rounds["kind"] != "average"]["group"] >= 0).all()
+    # the last round is the first global average whose trigger (read by every rank alike) is at or after the budget;
+    # group rounds before it may have been triggered after the budget
+    trigger = average["t_trigger"].to_numpy()
+    assert average["round"].iloc[-1] == last and trigger[-1] >= 1.0 and (trigger[:-1] < 1.0).all()
+    # every rank was in it, fresh, and stopped at its release by it: no laggard, no round after it
+    assert rounds["fresh"].iloc[-1] == 4 and rounds["contributors"].iloc[-1] == 4
+    assert it.groupby("worker").size().to_dict() == {w: last + 1 for w in range(4)}
+    final = it.sort_values("iteration").groupby("worker").tail(1)
+    assert (final["round"] == last).all() and final["fresh"].all() and (it["round"] <= last).all()
+    assert (it["t_start"] < rounds["t_done"].iloc[-1]).all()
 
 
 # rank 2 computes 2 s per iteration, the others 10 ms: the budget ends rank 2 at its first exchange and the others
@@ -156,7 +180,7 @@ def test_a_budgeted_run_with_a_model_ends_its_evaluations_at_the_last_release_wi
 
 def test_a_budget_an_exchange_cannot_stop_yet_is_a_one_line_error(spawn, scenario_file, tmp_path):
     out = tmp_path / "run"
-    proc = spawn(2, ["run", str(scenario_file(SCENARIO)), *WAGMA, "-o", str(out)])
+    proc = spawn(2, ["run", str(scenario_file(SCENARIO)), "--set", "algorithm.name=sgp", "-o", str(out)])
     assert proc.returncode == 2
-    assert "duration = 0.5: wagma has no time budget in real runs yet" in proc.stderr
+    assert "duration = 0.5: sgp has no time budget in real runs yet" in proc.stderr
     assert "Traceback" not in proc.stderr

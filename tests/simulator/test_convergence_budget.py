@@ -15,7 +15,7 @@ from stragglerlab.simulator.convergence import gradient_rounds
 from stragglerlab.simulator.run import simulate, train
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
-from tests.simulator.test_duration import SLOW_WORKER
+from tests.simulator.test_duration import BUDGET_KEYS, SLOW_WORKER
 
 SMALL = {
     "workload.model": "hyperplane",
@@ -31,7 +31,7 @@ SMALL = {
 def budgeted(name: str, fraction: float = 0.5, **keys):
     """The scenario of ``name`` without a budget, and with one at ``fraction`` of the time its unbudgeted run's
     first worker to end ends (so that every worker is stopped)."""
-    free = scenario(**{**SMALL, "algorithm.name": name, **keys})
+    free = scenario(**{**SMALL, "algorithm.name": name, **BUDGET_KEYS.get(name, {}), **keys})
     end = float(run_tables(free)[0].groupby("worker")["t_done"].max().min())
     return free, free.replace(duration=fraction * end)
 
@@ -53,7 +53,14 @@ def replayed(s, workload=None):
 
 @pytest.mark.parametrize(
     ("name", "keys"),
-    [("sync", {}), ("eager-solo", {}), ("eager-solo", {"algorithm.late": "drop"}), ("local-sgd", {}), ("d-psgd", {})],
+    [
+        ("sync", {}),
+        ("eager-solo", {}),
+        ("eager-solo", {"algorithm.late": "drop"}),
+        ("local-sgd", {}),
+        ("d-psgd", {}),
+        ("wagma", {}),
+    ],
 )
 def test_a_budgeted_runs_final_model_is_the_unbudgeted_model_after_the_same_round(name, keys):
     free, budget = budgeted(name, **keys)
@@ -66,6 +73,24 @@ def test_a_budgeted_runs_final_model_is_the_unbudgeted_model_after_the_same_roun
     last = max(after)  # the budget's last round (d-psgd: the row of its last iteration's latest exchange)
     np.testing.assert_allclose(final, free_after[last], rtol=0, atol=1e-12)
     assert evals[-1][1] == counts.max()
+
+
+def test_wagmas_replicas_are_one_model_after_the_budgets_last_round():
+    _, budget = budgeted("wagma")
+    it, rounds = run_tables(budget)
+    averaged = {}
+
+    def observe(event, m, value):
+        if event == "averaged":
+            averaged[m] = value.copy()
+
+    list(train(budget, load_workload(budget), it, rounds, observe))
+    last = int(rounds["round"].iloc[-1])
+    assert rounds["kind"].iloc[-1] == "average" and max(averaged) == last
+    assert (rounds["kind"] == "group").any()  # a run of group rounds, which leave the replicas apart
+    W = averaged[last]
+    assert not np.allclose(averaged[last - 1], averaged[last - 1][0])
+    np.testing.assert_array_equal(W, np.broadcast_to(W[0], W.shape))  # every worker was averaged: one model
 
 
 class Counting:

@@ -10,7 +10,7 @@ from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.catalog import example_path
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.run import simulate
-from stragglerlab.simulator.scenario import load
+from stragglerlab.simulator.scenario import ScenarioError, load
 from tests.helpers import run_tables, scenario
 from tests.simulator.test_fast_engine import assert_same_tables
 
@@ -127,12 +127,51 @@ def test_lsgd_closed_form_on_a_trace(tmp_path):
     assert (it.groupby("worker")["t_done"].max() == r["t_done"].iloc[-1]).all()
 
 
-def stop_rule_holds(it, r, duration, decides):
+def test_wagma_stops_at_the_first_global_average_triggered_at_or_after_the_budget(tmp_path):
+    # P = 3 in groups of 2 (phases {0, 1}, {2} and {0, 2}, {1}), every 3rd round a global average, compute 0.1, 0.1
+    # and 0.3 s, exchanges of 0.05 s: workers 0 and 1 trigger the group rounds 0.15 s apart, worker 2 lags and its
+    # post triggers each global average; round 3k + 2 is triggered at 0.9 + 0.95k
+    s = traced(
+        tmp_path,
+        [0.1, 0.1, 0.3],
+        **{
+            "algorithm.name": "wagma",
+            "algorithm.group_size": 2,
+            "algorithm.sync_period": 3,
+            "iterations": 30,
+            "duration": 1.0,
+        },
+    )
+    assert {rules_of(s).exchange_time(m) for m in range(3)} == {0.05}
+    it, r = run_tables(s)
+    # group rounds 3 and 4 are triggered after the budget, but only the global average 5 ends it
+    assert list(r["round"]) == list(range(6))
+    assert list(r["kind"]) == ["group", "group", "average"] * 2 and list(r["initiator"]) == [0, 0, 2] * 2
+    np.testing.assert_allclose(r["t_trigger"], [0.1, 0.25, 0.9, 1.05, 1.2, 1.85])
+    np.testing.assert_allclose(r["t_done"], [0.15, 0.3, 0.95, 1.1, 1.25, 1.9])
+    # every worker is in the global average, fresh, and stops at its release by it
+    assert rows_per_worker(it) == {i: 6 for i in range(3)}
+    last = it.sort_values("iteration").groupby("worker").tail(1)
+    assert (last["round"] == 5).all() and last["fresh"].all() and np.allclose(last["t_done"], 1.9)
+    # at or after: a global average triggered at the budget is the last
+    it, r = run_tables(s.replace(duration=float(r["t_trigger"][2])))
+    assert list(r["round"]) == [0, 1, 2] and rows_per_worker(it) == {i: 3 for i in range(3)}
+    for window in (1, 3, 64):
+        assert_same_tables(s, window)
+
+
+def test_wagma_without_a_global_average_cannot_have_a_budget():
+    with pytest.raises(ScenarioError, match="algorithm.sync_period = 0: must be at least 1 with a time budget"):
+        scenario(duration=1.0, **{"algorithm.name": "wagma", "algorithm.sync_period": 0})
+
+
+def stop_rule_holds(it, r, duration, decides, ends=None):
     """Round-per-call algorithms and LSGD: the last round is the first whose ``decides`` column (round algorithms:
-    its trigger; LSGD: its completion) is at or after the budget, and every worker's rows end at its first release
-    at or after that round's completion."""
-    t = r[decides].to_numpy()
-    assert t[-1] >= duration and (t[:-1] < duration).all()
+    its trigger; LSGD: its completion) is at or after the budget, of the rounds that may end it (``ends``, a bool per
+    round; all by default), and every worker's rows end at its first release at or after that round's completion."""
+    ends = np.ones(len(r), dtype=bool) if ends is None else ends
+    t = r[decides].to_numpy()[ends]
+    assert ends[-1] and t[-1] >= duration and (t[:-1] < duration).all()
     done = r["t_done"].iloc[-1]
     for _, rows in it.groupby("worker"):
         released = rows.sort_values("iteration")["t_done"].to_numpy()
@@ -148,11 +187,20 @@ SLOW_WORKER = {
     "imbalance.factors": {"2": 4.0},
     "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.5},
 }
+#: the keys an algorithm further needs for a time budget: wagma's ends only at a global average
+BUDGET_KEYS = {"wagma": {"algorithm.sync_period": 4}}
+
+
+def slow_worker(name, duration):
+    """200 iterations of 8 workers, worker 2 four times slower, with the time budget ``duration``."""
+    return scenario(
+        iterations=200, duration=duration, **{"algorithm.name": name, **SLOW_WORKER, **BUDGET_KEYS.get(name, {})}
+    )
 
 
 def random_run(name, duration):
-    """200 iterations of 8 workers, worker 2 four times slower, or the budget's stop."""
-    s = scenario(iterations=200, duration=duration, **{"algorithm.name": name, **SLOW_WORKER})
+    """The run of :func:`slow_worker`, stopped by the budget."""
+    s = slow_worker(name, duration)
     it, r = run_tables(s)
     assert len(it) < 8 * 200
     if algorithms.get(name).kernel is not None:
@@ -167,7 +215,11 @@ ROUND_ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "lo
 @pytest.mark.parametrize("duration", [0.3, 2.0])
 def test_every_worker_stops_at_the_budgets_last_round(name, duration):
     it, r = random_run(name, duration)
-    stop_rule_holds(it, r, duration, "t_done" if name == "lsgd" else "t_trigger")
+    if name == "lsgd":
+        stop_rule_holds(it, r, duration, "t_done")
+    else:  # wagma: only a global average ends the budget
+        rules = rules_of(slow_worker(name, duration))
+        stop_rule_holds(it, r, duration, "t_trigger", np.array([rules.ends_budget(m) for m in r["round"]]))
 
 
 @pytest.mark.parametrize("name", ["d-psgd", "sgp"])
