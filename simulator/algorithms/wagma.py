@@ -22,7 +22,7 @@ import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
 from stragglerlab.simulator.algorithms.rounds import DEPOSIT, SYNC_PERIOD, RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
+from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
 from stragglerlab.simulator.fast import rounds
 from stragglerlab.simulator.keys import POSITIVE_INT, Key
 
@@ -110,11 +110,10 @@ def update(
     t_trigger for the periodic global average); a deposit is the model the worker computed its gradient on, and
     before its first post a worker's deposit is the initial model (which is what it deposits first). A group round
     applies w ← (Σ_group deposits + w)/(|group| + 1), a global one w ← mean of all deposits (every worker is fresh
-    there, as the released code's Σ_all W_j / P); then each worker steps with its own gradient. A worker stopped by the
-    time budget (no call m) keeps its model; its last deposit is still read.
+    there, as the released code's Σ_all W_j / P); then each worker steps with its own gradient. Every worker has a
+    call in every round: the time budget ends the run at a global average, which every worker's call m is in.
     """
     P, S = rules.P, rules.group_size
-    counts = row_counts(it, P)  # a worker stopped by the time budget has no call m ≥ its row count
     t_post, target = matrix(it, "t_post", P, np.inf), matrix(it, "round", P, -1)
     N = t_post.shape[1]
     groups = []  # per phase: ranks ordered by group, where each group starts in that order, group of each rank
@@ -130,8 +129,7 @@ def update(
     saved: dict[tuple[int, int], np.ndarray] = {}
     group_of, t_trigger = rounds["group"].to_numpy(), rounds["t_trigger"].to_numpy()
     for m in range(len(rounds)):
-        live = np.flatnonzero(counts > m)  # the workers with a call m: only they are averaged and step
-        G, _ = workload.gradient(W[live], workload.batches(live, np.full(len(live), m)))
+        G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, m)))
         kept = np.flatnonzero(target[:, m] >= 0) if m else ranks[:0]  # deposit 0 is the initial model
         for j, row in zip(kept, W[kept], strict=True):  # W[kept] is a copy
             saved[(int(j), m)] = row
@@ -148,13 +146,13 @@ def update(
             deposit[j] = saved.pop((int(j), int(latest[j])))
         read = latest
         if group < 0:
-            W[live] = deposit.mean(axis=0)
+            W[:] = deposit.mean(axis=0)
         else:
             order, starts, gid, sizes = groups[group]
             sums = np.add.reduceat(deposit[order], starts, axis=0)
-            W[live] = ((sums[gid] + W) / (sizes[gid] + 1)[:, None])[live]
+            W[:] = (sums[gid] + W) / (sizes[gid] + 1)[:, None]
         note("averaged", m, W)
-        opt.step(W, G, live)
+        opt.step(W, G)
         yield m
 
 
