@@ -160,7 +160,9 @@ def test_ranks_on_their_own_stop_at_their_first_exchange_completing_after_the_bu
         assert len(slow) == 1 and slow["t_done"].iloc[0] > last[[0, 1]].max()
 
 
-@pytest.mark.parametrize("algorithm,sets", [("eager-solo", PARTIAL), ("async-ps", SLOW), ("lsgd", ())])
+@pytest.mark.parametrize(
+    "algorithm,sets", [("eager-solo", PARTIAL), ("async-ps", SLOW), ("lsgd", ()), ("wagma", WAGMA)]
+)
 def test_a_budgeted_run_with_a_model_ends_its_evaluations_at_the_last_release_with_the_most_iterations(
     spawn, scenario_file, tmp_path, algorithm, sets
 ):
