@@ -160,8 +160,13 @@ def test_ranks_on_their_own_stop_at_their_first_exchange_completing_after_the_bu
         assert len(slow) == 1 and slow["t_done"].iloc[0] > last[[0, 1]].max()
 
 
+#: every worker sleeps 2 ms each iteration: with a model the compute is the model's own (microseconds), and without
+#: the sleep a quiet machine could run all the iterations before the budget
+EVERY = ("imbalance.kind=random-delay", "imbalance.slow=[3,3]", "imbalance.delay=0.002")
+
+
 @pytest.mark.parametrize(
-    "algorithm,sets", [("eager-solo", PARTIAL), ("async-ps", SLOW), ("lsgd", ()), ("wagma", WAGMA)]
+    "algorithm,sets", [("eager-solo", EVERY), ("async-ps", SLOW), ("lsgd", EVERY), ("wagma", (*WAGMA, *EVERY))]
 )
 def test_a_budgeted_run_with_a_model_ends_its_evaluations_at_the_last_release_with_the_most_iterations(
     spawn, scenario_file, tmp_path, algorithm, sets
