@@ -66,6 +66,8 @@ def scenarios(draw):
         # a time budget: none, or anywhere from before the first round to past the last
         "duration": draw(st.one_of(st.just(0.0), st.floats(0.001, 20.0))),
     }
+    if keys["algorithm.name"] == "wagma" and keys["duration"] > 0:  # its budget ends at a global average
+        keys["algorithm.sync_period"] = max(1, keys["algorithm.sync_period"])
     imbalance = draw(st.sampled_from(["none", "random-delay", "persistent"]))
     keys["imbalance.kind"] = imbalance
     if imbalance == "random-delay":
