@@ -67,6 +67,7 @@ RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "mode
 #: which run an existing run folder may hold for a new run to replace it (a real run is never replaced): none, a
 #: simulated one (``--force``), or an unfinished run of the same scenario (a sweep resuming its cell)
 NEVER, SIMULATED, UNFINISHED = "never", "simulated", "unfinished"
+META_TMP = "meta.json.tmp"  # meta.json is written through this name, so a killed write leaves no half file
 
 
 def iteration_columns(recorded: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -125,9 +126,9 @@ class RunWriter:
         self._parts = dict.fromkeys(TABLES, 0)
         self._last_flush = time.monotonic()
         self._buffered = 0
+        self._write_meta()  # first: a run killed at any later point leaves a folder that reads as its unfinished run
         for table in TABLES:
             _table_path(self.folder, table).mkdir()
-        self._write_meta()
 
     def add(self, table: str, row: tuple) -> None:
         """Append one row (as :func:`columns` reads rows)."""
@@ -183,7 +184,7 @@ class RunWriter:
         self._write_meta()
 
     def _write_meta(self) -> None:
-        tmp = self.folder / "meta.json.tmp"
+        tmp = self.folder / META_TMP
         tmp.write_text(json.dumps(self.meta, indent=2, default=str) + "\n")
         tmp.rename(self.folder / "meta.json")
 
@@ -207,7 +208,7 @@ def check_replaceable(folder: Path, replace: str = NEVER, scenario: dict[str, An
         return
     if not folder.is_dir():
         raise UserError(f"{folder}: exists and is not a folder")
-    if not any(folder.iterdir()):
+    if not any(item.name != META_TMP for item in folder.iterdir()):  # empty, or killed writing its first meta.json
         return
     try:
         old = json.loads((folder / "meta.json").read_text())
@@ -229,8 +230,9 @@ def _prepare(folder: Path, replace: str, scenario: dict[str, Any] | None) -> Non
     check_replaceable(folder, replace, scenario)
     if folder.is_dir():
         for item in folder.iterdir():
-            if item.name == "meta.json" or item.name.startswith(TABLES):
+            if item.name == META_TMP or item.name.startswith(TABLES):
                 shutil.rmtree(item) if item.is_dir() else item.unlink()
+        (folder / "meta.json").unlink(missing_ok=True)  # last: until then the folder reads as the run it held
     make_folder(folder)
 
 

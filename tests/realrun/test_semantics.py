@@ -1,6 +1,7 @@
 """Round contents of real runs follow the rules of docs/semantics.md, read off the probe slots, where the timing
-makes the outcome certain: two ranks, one far slower than the other (with more fast ranks, which of them activates a
-round first is a race); and real sync through the native core equals sync through torch.distributed."""
+makes the outcome certain: two ranks, one far slower than the other, 180 ms behind it from its first post on, more
+than a loaded machine delays a rank (with more fast ranks, which of them activates a round first is a race); and
+real sync through the native core equals sync through torch.distributed."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ iterations = 16
 workers = 2
 [workload]
 params = 64
-compute = { dist = "constant", mean = 0.01 }
+compute = { dist = "constant", mean = 0.02 }
 [imbalance]
 kind = "persistent"
-factors = { 1 = 6.0 }
+factors = { 1 = 10.0 }
 [algorithm]
 sync_period = 0
 """

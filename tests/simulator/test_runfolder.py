@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -81,6 +82,30 @@ def test_a_run_folder_is_replaced_only_as_allowed_and_never_a_real_run(tmp_path)
         load_run(tmp_path / "other")
     (tmp_path / "empty").mkdir()
     simulate(s, tmp_path / "empty")
+
+
+def test_a_run_killed_while_its_folder_is_made_leaves_a_folder_a_sweep_resumes(tmp_path, monkeypatch):
+    s = scenario()
+    make = Path.mkdir
+
+    def killed_at_the_tables(self, *args, **kwargs):
+        if self.suffix == ".parquet":
+            raise KeyboardInterrupt
+        return make(self, *args, **kwargs)
+
+    # killed after meta.json, before the tables' folders: it reads as the unfinished run of its scenario
+    monkeypatch.setattr(Path, "mkdir", killed_at_the_tables)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(s, tmp_path / "run")
+    monkeypatch.undo()
+    assert not load_run(tmp_path / "run").finished
+    simulate(s, tmp_path / "run", replace=UNFINISHED)
+    assert load_run(tmp_path / "run").finished
+    # killed writing its first meta.json: only the temporary name is there, and the folder counts as empty
+    (tmp_path / "first").mkdir()
+    (tmp_path / "first" / "meta.json.tmp").write_text("{")
+    simulate(s, tmp_path / "first")
+    assert load_run(tmp_path / "first").finished and not (tmp_path / "first" / "meta.json.tmp").exists()
 
 
 def test_unclosed_writer_leaves_a_readable_prefix(tmp_path):
