@@ -124,7 +124,7 @@ def block_times(folder: Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Round times per kind (warm-up rounds dropped) and the update gaps of one calibration run (module doc)."""
     run = load_run(folder)
     it = run.iterations
-    kinds = run.rounds.set_index("round")["kind"]
+    kinds = run.rounds.drop_duplicates("round").set_index("round")["kind"]  # gossip: a row per initiator
     joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
     least = joined.tail(1).groupby("round")["wait"].min()
     times = {str(kind): g.to_numpy() for kind, g in least.groupby(kinds.reindex(least.index).to_numpy())}

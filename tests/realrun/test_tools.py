@@ -245,7 +245,7 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
         "--collectives",
         "--balanced",
         "--algorithms",
-        "sync,eager-solo,wagma",
+        "sync,eager-solo,wagma,d-psgd",
         "--sizes",
         "4096,65536",
         "--max-blocks",
@@ -259,7 +259,7 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     rows = table.read_text().splitlines()
     assert rows[0] == "kind,ranks,bytes,seconds"
     kinds = {tuple(r.split(",")[:3]) for r in rows[1:]}
-    for kind in ("sync", "async", "group", "allreduce"):
+    for kind in ("sync", "async", "group", "allreduce", "gossip"):  # gossip: its rounds table has a row per peer
         assert {(kind, "2", "4096"), (kind, "2", "65536")} <= kinds, kind
     assert all(float(r.split(",")[3]) > 0 for r in rows[1:])
     assert "update gap" in proc.stdout and "] (" in proc.stdout and "blocks until the median" in proc.stdout
