@@ -99,8 +99,11 @@ def run_rank(
     peers = comm.allgather((host, os.getpid()))
     writer = None
     if rank == 0:
+        recorded, note = exchange_type.as_run(scenario, replica)
+        if note:
+            print(f"stragglerlab run: note: {note}", file=sys.stderr, flush=True)
         try:
-            writer = RunWriter(folder, _meta(scenario, backend, comm, [h for h, _ in peers]), replace=replace)
+            writer = RunWriter(folder, _meta(recorded, backend, comm, [h for h, _ in peers]), replace=replace)
             shutil.rmtree(Path(folder) / LIVE, ignore_errors=True)  # an earlier run's heartbeats
         except UserError as err:
             error = str(err)

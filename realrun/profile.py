@@ -5,15 +5,13 @@ would be bucketed, written as the scenario keys the simulator takes (``workload.
 The model runs on the scenario's device with the scenario's batch, on rank 0's samples; after a warm-up, each of K
 iterations is timed as a forward pass (with reading its batch) and a backward pass, each finished on the device
 before the clock is read. The compute model is fitted to the K totals as ``stragglerlab calibrate`` fits it; the
-backward share is the median backward over the median total. Buckets follow PyTorch's DistributedDataParallel:
-gradients are all-reduced in buckets of at most ``bucket_cap_mb`` MiB (DDP's default is 25), so a gradient of n bytes
-takes ⌈n / cap⌉ buckets (the simulator's buckets are equal, DDP's are filled in parameter order: the count is what
-the overlap depends on).
+backward share is the median backward over the median total. ``buckets`` is the count PyTorch's
+DistributedDataParallel makes of this model's parameters under a cap of ``bucket_cap_mb`` MiB (DDP's default is 25;
+:mod:`.buckets`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun.buckets import ddp_buckets, describe
 from stragglerlab.realrun.calibration import compute_model
 from stragglerlab.realrun.replica import TorchReplica, make_replica
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT
@@ -31,18 +30,24 @@ DDP_BUCKET_MB = 25.0
 
 @dataclass
 class Profile:
-    """Seconds of the timed forward and backward passes, and the gradient's size."""
+    """Seconds of the timed forward and backward passes, and the elements of each parameter in the order backward
+    produces their gradients."""
 
     forward: np.ndarray
     backward: np.ndarray
-    parameters: int
+    sizes: list[int]
 
     @property
     def total(self) -> np.ndarray:
         return self.forward + self.backward
 
-    def buckets(self, cap_mb: float) -> int:
-        return max(1, math.ceil(self.parameters * BYTES_PER_ELEMENT / (cap_mb * 2**20)))
+    @property
+    def parameters(self) -> int:
+        return sum(self.sizes)
+
+    def buckets(self, cap_mb: float) -> list[int]:
+        """Elements of each of DDP's buckets."""
+        return ddp_buckets(self.sizes, cap_mb)
 
     def keys(self, cap_mb: float) -> dict[str, Any]:
         """The ``[workload]`` keys of this profile."""
@@ -51,7 +56,7 @@ class Profile:
             "params": self.parameters,
             "compute": compute_model(self.total),
             "backward": round(share, 4),
-            "buckets": self.buckets(cap_mb),
+            "buckets": len(self.buckets(cap_mb)),
         }
 
 
@@ -66,7 +71,7 @@ def profile(scenario: Scenario, iterations: int, warmup: int = 3) -> Profile:
     for n in range(warmup):
         replica.pass_times(n)
     times = np.array([replica.pass_times(n) for n in range(warmup, warmup + iterations)])
-    return Profile(times[:, 0], times[:, 1], replica.dimension)
+    return Profile(times[:, 0], times[:, 1], replica.gradient_order())
 
 
 def fragment(scenario: Scenario, measured: Profile, cap_mb: float) -> str:
@@ -83,7 +88,7 @@ def fragment(scenario: Scenario, measured: Profile, cap_mb: float) -> str:
         f"(medians); an iteration {np.median(measured.total) * 1e3:.3g} ms, 10-90 % {spread[0] * 1e3:.3g} to "
         f"{spread[1] * 1e3:.3g} ms",
         f"# gradient: {keys['params']:,} parameters, {keys['params'] * BYTES_PER_ELEMENT / 2**20:.3g} MiB, "
-        f"{keys['buckets']} bucket(s) of at most {cap_mb:g} MiB",
+        f"DDP's {keys['buckets']} bucket(s) at a cap of {cap_mb:g} MiB: {describe(measured.buckets(cap_mb))}",
         "",
         "[workload]",
         f"params = {keys['params']}",

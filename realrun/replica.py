@@ -162,6 +162,21 @@ class TorchReplica(Replica):
         x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0], self.device)
         return self.loss_fn(self.model(x), t)
 
+    def gradient_order(self) -> list[int]:
+        """Elements of each trained parameter, in the order a backward pass produces their gradients (the order
+        DistributedDataParallel fills its buckets in): one pass of a copy of the model on batch 0, the random state
+        kept as it was."""
+        import copy
+
+        model, ready = copy.deepcopy(self.model), []
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            p.register_post_accumulate_grad_hook(lambda p: ready.append(p.numel()))
+        x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([0]))[0], self.device)
+        with self.torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            self.loss_fn(model.train()(x), t).backward()
+        return ready
+
     def pass_times(self, n: int) -> tuple[float, float]:
         """Seconds of the forward pass (with reading the batch) and of the backward pass of iteration ``n``, each
         finished on the device before the clock is read."""

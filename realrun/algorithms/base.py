@@ -59,6 +59,12 @@ class Exchange:
         """Setup checks that need the replica, made on every rank before any collective (raise a UserError)."""
 
     @classmethod
+    def as_run(cls, scenario: Scenario, replica: Replica) -> tuple[Scenario, str]:
+        """The scenario as this exchange really runs it, which the run folder records, and a note for the user
+        where that differs from what ``scenario`` asked for (else "")."""
+        return scenario, ""
+
+    @classmethod
     def stops(cls, rules: Any) -> bool:
         """Whether this exchange runs the time budget (``duration``) of an algorithm with these rules."""
         return False

@@ -2,8 +2,9 @@
 
 A torch workload runs under PyTorch's DistributedDataParallel (gloo on CPU, NCCL on GPU): the gradient is all-reduced
 in buckets while backward still runs, the overlap the simulator models with ``workload.buckets``. DDP's bucket cap is
-set to the scenario's buckets: ``bucket_cap_mb`` = the gradient's bytes / ``workload.buckets`` (DDP also keeps its
-first bucket small, 1 MiB by default, so it may make one bucket more). A rank's post time is when its last bucket
+set to the scenario's bucket size: ``bucket_cap_mb`` = the gradient's bytes / ``workload.buckets``. DDP fills its
+buckets with whole parameters, so it may make fewer (:mod:`~stragglerlab.realrun.buckets`): the run folder records
+the count it makes, which is what a simulation of the run is to be given. A rank's post time is when its last bucket
 was ready (a communication hook notes it before all-reducing the bucket), its release when backward returns, every
 bucket all-reduced; then it steps with the mean gradient, as the native ``sync`` does, so the two give the same model
 up to the order of float32 additions. The injected delay of ``random-delay`` is spent before the forward pass (with
@@ -28,6 +29,7 @@ import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.buckets import ddp_buckets, describe
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.replica import Replica, TorchReplica
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT
@@ -40,6 +42,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _cap_mb(d: int, buckets: int) -> float:
+    """DDP's ``bucket_cap_mb`` for ``buckets`` buckets of a gradient of ``d`` elements: the scenario's bucket size."""
+    return d * BYTES_PER_ELEMENT / buckets / 2**20
+
+
 class TorchSync(Exchange):
     @classmethod
     def check(cls, scenario: Scenario, replica: Replica) -> None:
@@ -49,6 +56,21 @@ class TorchSync(Exchange):
                 f'--backend torch: imbalance.kind = "{kind}" needs a computation measured before its '
                 "delay, which DistributedDataParallel does not allow; use none or random-delay"
             )
+
+    @classmethod
+    def as_run(cls, scenario: Scenario, replica: Replica) -> tuple[Scenario, str]:
+        if not isinstance(replica, TorchReplica):
+            return scenario, ""
+        asked = scenario.workload.buckets
+        made = ddp_buckets(replica.gradient_order(), _cap_mb(replica.dimension, asked))
+        if len(made) == asked:
+            return scenario, ""
+        note = (
+            f"workload.buckets = {asked} sets DistributedDataParallel's bucket cap to "
+            f"{describe([replica.dimension // asked])}; DDP fills buckets with whole parameters and makes "
+            f"{len(made)} of this model ({describe(made)}), which the run folder records"
+        )
+        return scenario.replace(**{"workload.buckets": len(made)}), note
 
     @classmethod
     def stops(cls, rules) -> bool:
@@ -84,8 +106,7 @@ class TorchSync(Exchange):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel
 
-        cap = self.d * BYTES_PER_ELEMENT / buckets / 2**20
-        replica.model = DistributedDataParallel(replica.model, bucket_cap_mb=cap)
+        replica.model = DistributedDataParallel(replica.model, bucket_cap_mb=_cap_mb(self.d, buckets))
         self.ready: list[float] = []
 
         def hook(state, bucket):  # (DDP rejects annotations other than its own types)

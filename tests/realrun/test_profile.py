@@ -20,13 +20,17 @@ pytest.importorskip("torch")
 
 
 def test_buckets_and_backward_share_of_a_profile():
-    measured = Profile(forward=np.array([1.0, 1.0, 1.2]), backward=np.array([2.0, 2.2, 2.0]), parameters=20_000_000)
+    # 80 MB of float32 in 25 MiB buckets: ⌈80 / 26.2⌉ = 4 by the cap alone, but DDP fills each with whole
+    # parameters until it reaches the cap, so two parameters of 20 MB make a bucket and it all-reduces 2
+    sizes = [5_000_000] * 4
+    measured = Profile(forward=np.array([1.0, 1.0, 1.2]), backward=np.array([2.0, 2.2, 2.0]), sizes=sizes)
     keys = measured.keys(25.0)
-    assert keys["buckets"] == math.ceil(80_000_000 / (25 * 2**20)) == 4  # 80 MB of float32 in 25 MiB buckets
+    assert math.ceil(80_000_000 / (25 * 2**20)) == 4 and keys["buckets"] == 2
     assert keys["backward"] == pytest.approx(2.0 / 3.2, abs=1e-4)  # median backward over median total
     assert keys["params"] == 20_000_000 and keys["compute"]["mean"] == pytest.approx(np.mean([3.0, 3.2, 3.2]))
     text = fragment(load(text='[workload]\nmodel = "torch:mlp"\n', name="s"), measured, 25.0)
-    assert tomllib.loads(text)["workload"]["buckets"] == 4
+    assert tomllib.loads(text)["workload"]["buckets"] == 2
+    assert "DDP's 2 bucket(s) at a cap of 25 MiB: 38.1, 38.1 MiB" in text
 
 
 def test_profile_writes_a_fragment_that_simulate_accepts(tmp_path):

@@ -122,6 +122,8 @@ def test_the_torch_backend_overlaps_buckets_with_backward_under_ddp(spawn, scena
     assert proc.returncode == 0, proc.stderr
     run = load_run(out)
     check_folder(run, 2, ITERATIONS)
+    # 3 buckets' cap (9.2 kB) fits the perceptron's whole parameters in 2: the folder records what DDP made
+    assert run.meta["scenario"]["workload"]["buckets"] == 2 and "makes 2 of this model" in proc.stderr
     it, rounds = run.iterations, run.rounds
     assert (it["round"] == it["iteration"]).all() and it["fresh"].all()
     # a round's trigger is its last post, by the rank that posted last; the delayed ranks post late
