@@ -18,6 +18,7 @@ transfers); each coefficient comes with its standard error, and the fit with its
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,8 @@ SIZES = [2**k for k in range(0, 23, 2)]  # bytes, 1 B … 4 MiB
 TAG = 7302
 #: more comment lines, and keys (TOML values) per section, for a fragment
 Extra = tuple[list[str], dict[str, dict[str, str]]]
+#: what makes them from the fitted one-way time of a message (seconds for n bytes)
+Extras = Callable[[Callable[[float], float]], Extra]
 
 
 @dataclass
@@ -152,7 +155,8 @@ def fragment(
     extra: Extra = ([], {}),
 ) -> str:
     """The scenario fragment: comments with the fits' errors, then ``[network]`` and ``[workload]``; ``extra``:
-    more comment lines and keys (TOML values) per section (the collectives' table, overhead and update gap)."""
+    more comment lines and keys (TOML values) per section (the collectives' table, overhead, update gap and server
+    cost)."""
     lines = [
         f"# stragglerlab calibrate: {P} ranks on {', '.join(sorted(set(hosts)))} "
         f"({datetime.now(UTC).isoformat(timespec='seconds')}), {mpi}"
@@ -176,6 +180,9 @@ def fragment(
     lines += [f"# {line}" for line in comments]
     net.update(keys.get("network", {}))
     lines += ["", "[network]", *(f"{k} = {v}" for k, v in net.items()), ""]
+    for section, values in keys.items():
+        if section not in ("network", "workload"):
+            lines += [f"[{section}]", *(f"{k} = {v}" for k, v in values.items()), ""]
     c = (
         compute
         if compute is not None
@@ -213,9 +220,9 @@ def partners(hosts: list[str]) -> dict[str, int]:
     return {"": other[0], **({"intra_": same[0]} if same else {})}
 
 
-def calibrate(scenario: Scenario, compute_iterations: int = 30, extra: Extra = ([], {})) -> str | None:
+def calibrate(scenario: Scenario, compute_iterations: int = 30, extra: Extras | None = None) -> str | None:
     """Collective over ``MPI.COMM_WORLD`` (at least 2 ranks): the fragment on rank 0, None elsewhere; ``extra``
-    (rank 0's): more comment lines and keys for it (:func:`fragment`)."""
+    (rank 0's): more comment lines and keys for it (:func:`fragment`), given the fitted message time."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -239,4 +246,6 @@ def calibrate(scenario: Scenario, compute_iterations: int = 30, extra: Extra = (
         for prefix, t in one_way.items()
         if t is not None
     }
-    return fragment(scenario, P, hosts, fits, compute, MPI.Get_library_version().splitlines()[0].strip(), extra)
+    alpha, beta = (max(float(c), 0.0) for c in fits[""]["p2p"].coef)
+    more = extra(lambda n: alpha + n * beta) if extra else ([], {})
+    return fragment(scenario, P, hosts, fits, compute, MPI.Get_library_version().splitlines()[0].strip(), more)

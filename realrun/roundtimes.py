@@ -1,12 +1,14 @@
 """Round times measured through the real harness: the cost table (``network.table``) that ``calibrate
 --collectives`` writes.
 
-Every algorithm with an exchange on the native backend is run by :func:`~stragglerlab.realrun.harness.run_rank` itself
-(the same code as ``stragglerlab run``), timing-only, at each message size, under the scenario's own compute model and
-imbalance (the ranks sleep through their compute): a round costs more when the ranks it needs have been waiting or
-computing for a while than when they come straight from the previous round, since on a loaded machine a rank that slept
-takes a while to get a core back (at 2 ranks with a 1.5x straggler and 30 ms of compute, the straggler's waits for 400
-kB rounds averaged 2.8 ms, against a 0.3 ms median back to back). ``balanced`` times the rounds back to back instead
+Every algorithm with an exchange on the chosen backend (the native core, or ``torch``: sync through
+``torch.distributed``, gloo on CPU, the collective DistributedDataParallel all-reduces its buckets with) is run by
+:func:`~stragglerlab.realrun.harness.run_rank` itself (the same code as ``stragglerlab run``), timing-only, at each
+message size, under the scenario's own compute model and imbalance (the ranks sleep through their compute): a round
+costs more when the ranks it needs have been waiting or computing for a while than when they come straight from the
+previous round, since on a loaded machine a rank that slept takes a while to get a core back (at 2 ranks with a 1.5x
+straggler and 30 ms of compute, the straggler's waits for 400 kB rounds averaged 2.8 ms, against a 0.3 ms median back
+to back). ``balanced`` times the rounds back to back instead
 (0.1 ms of compute, no imbalance): the bare exchange. A round's time is the least wait (``t_done − t_post``, each on one
 rank's own clock) among the calls by which the ranks joined it fresh (each rank's last fresh call the round carried):
 the last poster of a synchronous round or of an LSGD exchange, whose wait is the exchange alone; in an asynchronous
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import csv
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.realrun.calibration import fit_linear
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.measured import ANY_KIND, COLUMNS
 from stragglerlab.simulator.network import NetworkModel
 from stragglerlab.simulator.scenario import Scenario
@@ -137,6 +140,8 @@ def block_times(folder: Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
 class Measurement:
     """Everything measured: figures per (algorithm, kind, ranks, bytes), the update gap, stability."""
 
+    backend: str = "native"
+    servers: int = 1  # shards of async-ps's and easgd's server
     rounds: dict[tuple[str, str, int, int], Figure] = field(default_factory=dict)
     gap: Figure = field(default_factory=Figure)
     unstable: list[tuple[str, int]] = field(default_factory=list)
@@ -151,11 +156,13 @@ def measure(
     tolerance: float = 0.05,
     max_blocks: int = 10,
     balanced: bool = False,
+    backend: str = "native",
 ) -> Measurement | None:
     """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
-    compute and imbalance (or ``balanced``); the measurement on rank 0, None elsewhere."""
+    compute and imbalance (or ``balanced``), through the real runs' ``backend``; the measurement on rank 0, None
+    elsewhere."""
     rank, P = comm.Get_rank(), comm.Get_size()
-    out = Measurement()  # filled on rank 0
+    out = Measurement(backend, base.algorithm.servers)  # filled on rank 0
     with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
         root = Path(comm.bcast(tmp if rank == 0 else None, root=0))
         for name in names:
@@ -178,7 +185,7 @@ def measure(
                 figures: dict[str, Figure] = {}
                 for b in range(max_blocks):
                     folder = root / f"{name}-{nbytes}-{b}"
-                    run_rank(scenario, folder)
+                    run_rank(scenario, folder, backend)
                     done, rounds = True, 0
                     if rank == 0:
                         times, gaps = block_times(folder)
@@ -244,7 +251,8 @@ def fits(rows: list[tuple[str, int, int, float]]) -> list[KindFit]:
 def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
     lines = [
-        f"collectives through the harness, blocks until the median of the last {STABLE_BLOCKS} moves < "
+        f"collectives through the harness (--backend {m.backend}), blocks until the median of the last "
+        f"{STABLE_BLOCKS} moves < "
         f"{tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
     ]
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
@@ -268,11 +276,28 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     return lines
 
 
-def extra(m: Measurement, table: Path, P: int, tolerance: float) -> tuple[list[str], dict[str, dict[str, str]]]:
-    """Write the cost table to ``table``; the comments and keys (network, workload) it adds to the fragment."""
+def server_gamma(rows: list[tuple[str, int, int, float]], p2p: Callable[[float], float], servers: int) -> float | None:
+    """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
+    service and the reply, so the service is the round less two messages of the shard (``p2p``, the fitted message
+    time); the median over the sizes of service / shard, at least 0."""
+    found = [(t - 2 * p2p(b / servers)) / (b / servers) for kind, _, b, t in rows if kind == PUSH]
+    return max(float(np.median(found)), 0.0) if found else None
+
+
+def extra(
+    m: Measurement, table: Path, P: int, tolerance: float, p2p: Callable[[float], float]
+) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """Write the cost table to ``table``; the comments and keys (network, workload, algorithm) it adds to the
+    fragment, given the fitted message time ``p2p``."""
     rows = table_rows(m, P)
     write_table(table, rows)
-    return notes(m, fits(rows), tolerance), {
+    comments = notes(m, fits(rows), tolerance)
+    keys = {
         "network": {"table": f'"{table.name}"', "overhead": "0.0"},
         "workload": {"update": f"{np.mean(m.gap.samples):.6e}"},
     }
+    gamma = server_gamma(rows, p2p, m.servers)
+    if gamma is not None:
+        comments.append(f"server: {gamma:.3e} s per pushed byte (a push round less its two messages; median of sizes)")
+        keys["algorithm"] = {"server_gamma": f"{gamma:.6e}"}
+    return comments, keys

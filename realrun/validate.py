@@ -1,12 +1,12 @@
 """Simulator against real runs: simulate a real run again and measure how far the simulation is from it.
 
 - **Trace-driven** (:func:`trace_driven`): the real run's scenario with its calibrated network (its own ``[network]``,
-  or a ``stragglerlab calibrate`` fragment's, with its cost table) and its own measured compute times and update gaps
-  (:func:`trace_and_update`: the mean gap as ``workload.update``, the rest in an iterations × workers matrix written as
-  a ``.npy``, which the simulation reads with ``imbalance.kind = "trace"``). In a real run the injected imbalance (the
-  sleep or burnt work of :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it is part of the measured
-  compute already: the trace replaces the scenario's imbalance instead of being added to it. What the simulation then
-  predicts is everything else: waits, rounds, staleness, throughput.
+  or a ``stragglerlab calibrate`` fragment's, with its cost table and server cost) and its own measured compute times
+  and update gaps (:func:`trace_and_update`: the mean gap as ``workload.update``, the rest in an iterations × workers
+  matrix written as a ``.npy``, which the simulation reads with ``imbalance.kind = "trace"``). In a real run the
+  injected imbalance (the sleep or burnt work of :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it
+  is part of the measured compute already: the trace replaces the scenario's imbalance instead of being added to it.
+  What the simulation then predicts is everything else: waits, rounds, staleness, throughput.
 - **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
   ones alone: its own scenario and imbalance, the first runs' network, and the compute-time distribution fitted to
   the first runs' measured compute with their own injection taken out (:func:`base_compute`; fitted like
@@ -95,9 +95,10 @@ def trace_and_update(run: Run) -> tuple[np.ndarray, float]:
     return np.maximum(trace, 0.0), update
 
 
-def calibrated_network(path: str | Path) -> dict[str, Any]:
-    """The ``[network]`` table of a ``stragglerlab calibrate`` fragment, its values checked as a scenario's; its cost
-    table (``network.table``, relative to the fragment) made absolute."""
+def read_calibration(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The sections of a ``stragglerlab calibrate`` fragment a simulation of a real run takes: ``network`` (its cost
+    table, ``network.table``, made absolute: it is named relative to the fragment) and ``algorithm`` (the server's
+    ``server_gamma``, where the fragment has it), their values checked as a scenario's."""
     try:
         fragment = tomllib.loads(Path(path).read_text())
     except OSError as err:
@@ -108,31 +109,32 @@ def calibrated_network(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: not valid TOML ({err})") from None
     if not isinstance(fragment.get("network"), dict):
         raise UserError(f"{path}: no [network] table (write one with: stragglerlab calibrate -o {path})")
-    network = dict(fragment["network"])
-    if isinstance(network.get("table"), str):
-        network["table"] = str((Path(path).resolve().parent / network["table"]).resolve())
-    from_dict({"network": network}, str(path))
-    return network
+    sections = {"network": dict(fragment["network"]), "algorithm": dict(fragment.get("algorithm", {}))}
+    if isinstance(sections["network"].get("table"), str):
+        sections["network"]["table"] = str((Path(path).resolve().parent / sections["network"]["table"]).resolve())
+    from_dict(sections, str(path))
+    return sections
 
 
-def timing_scenario(stored: dict[str, Any], network: dict[str, Any] | None, **sections: dict[str, Any]) -> Scenario:
-    """A stored (``meta.json``) scenario made timing-only, with ``network``'s keys and the given sections' keys
-    replacing its own (validated like any scenario)."""
+def timing_scenario(
+    stored: dict[str, Any], calibration: dict[str, dict[str, Any]] | None, **sections: dict[str, Any]
+) -> Scenario:
+    """A stored (``meta.json``) scenario made timing-only, with the keys of ``calibration``'s sections, then of the
+    given sections, replacing its own (validated like any scenario)."""
     raw = copy.deepcopy(stored)
     raw["workload"]["model"] = "none"
-    raw["network"].update(network or {})
-    for section, keys in sections.items():
+    for section, keys in [*(calibration or {}).items(), *sections.items()]:
         raw[section].update(keys)
     return from_dict(raw, f"simulation of {stored['name']}")
 
 
-def trace_driven(run: Run, folder: Path, trace: Path, network: dict[str, Any] | None = None) -> Run:
+def trace_driven(run: Run, folder: Path, trace: Path, calibration: dict[str, dict[str, Any]] | None = None) -> Run:
     """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``."""
     make_folder(trace.parent)
     times, update = trace_and_update(run)
     np.save(trace, times)
     imbalance = {"kind": "trace", "file": str(trace.resolve())}
-    scenario = timing_scenario(run.meta["scenario"], network, imbalance=imbalance, workload={"update": update})
+    scenario = timing_scenario(run.meta["scenario"], calibration, imbalance=imbalance, workload={"update": update})
     return load_run(simulate(scenario, folder, replace=SIMULATED))
 
 
@@ -151,15 +153,15 @@ def base_compute(run: Run) -> np.ndarray:
     return np.maximum(measured / times.factors, 0.0)
 
 
-def predict(runs: Sequence[Run], other: Run, folder: Path, network: dict[str, Any] | None = None) -> Run:
+def predict(runs: Sequence[Run], other: Run, folder: Path, calibration: dict[str, dict[str, Any]] | None = None) -> Run:
     """Simulate ``other`` from ``runs`` only: its own scenario and imbalance, with the compute distribution fitted
-    to the ``runs``' measured compute (their injection taken out), their mean update gap, and ``network`` (default:
-    the first run's)."""
+    to the ``runs``' measured compute (their injection taken out), their mean update gap, and ``calibration``
+    (default: the first run's network)."""
     compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
     gaps = np.concatenate([update_gaps(r).ravel() for r in runs])
     update = max(float(gaps.mean()), 0.0) if gaps.size else 0.0
-    network = network or runs[0].meta["scenario"]["network"]
-    scenario = timing_scenario(other.meta["scenario"], network, workload={"compute": compute, "update": update})
+    calibration = calibration or {"network": runs[0].meta["scenario"]["network"]}
+    scenario = timing_scenario(other.meta["scenario"], calibration, workload={"compute": compute, "update": update})
     return load_run(simulate(scenario, folder, replace=SIMULATED))
 
 
@@ -188,10 +190,11 @@ def _names(runs: Iterable[Run]) -> list[str]:
 
 
 def validate(
-    runs: Sequence[Run], out: Path, network: dict[str, Any] | None = None, others: Sequence[Run] = ()
+    runs: Sequence[Run], out: Path, calibration: dict[str, dict[str, Any]] | None = None, others: Sequence[Run] = ()
 ) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
     """Trace-driven validation of every run of ``runs`` and, for each of ``others``, its out-of-sample prediction
-    from ``runs``. Simulations go to ``out/trace/<run>`` (traces to ``out/traces/<run>.npy``) and
+    from ``runs``; ``calibration``: the sections of a calibrate fragment (:func:`read_calibration`), else each run's
+    own network. Simulations go to ``out/trace/<run>`` (traces to ``out/traces/<run>.npy``) and
     ``out/out-of-sample/<run>``. Returns one :func:`compare` row per pair (with ``run``, ``mode`` and the target
     first) and, per mode, the real and simulated runs (for the figures)."""
     if not runs:
@@ -205,9 +208,9 @@ def validate(
     rows: list[dict] = []
     pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
     for name, real in zip(_names(runs), runs, strict=True):
-        pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", network)]
+        pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)]
     for name, other in zip(_names(others), others, strict=True):
-        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, network)]
+        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration)]
     for mode, found in pairs.items():
         for real, sim in zip(found[::2], found[1::2], strict=True):
             rows.append(

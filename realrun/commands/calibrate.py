@@ -7,7 +7,8 @@ With ``-o FILE`` it prints what it measured (the fragment's comments) and where 
 same as a JSON object; an existing FILE is replaced only with ``--force``.
 
 ``--collectives`` (needs ``-o FILE``) also measures the round times of every kind real runs use through the real
-harness, under the scenario's compute and imbalance (``--balanced``: back to back)
+harness, under the scenario's compute and imbalance (``--balanced``: back to back), through the native core or
+(``--backend torch``) ``torch.distributed``
 (:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of its
 suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``."""
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import tomllib
+import traceback
+from functools import partial
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
@@ -54,9 +57,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--algorithms",
-        default=",".join(r.name for r in algorithms.RECORDS if "native" in r.exchanges),
         metavar="A,B",
-        help="with --collectives: the algorithms whose rounds to time (default: every one with a native exchange)",
+        help="with --collectives: the algorithms whose rounds to time (default: every one with an exchange on the "
+        "backend)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["native", "torch"],
+        default="native",
+        help="with --collectives: time the rounds of the native core (default) or of torch.distributed (gloo on "
+        "CPU), as run --backend does",
     )
     parser.add_argument(
         "--sizes",
@@ -100,10 +110,13 @@ def report(text: str, output: Path | None, as_json: bool) -> None:
 
 def collectives_options(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     """The algorithms and sizes of ``--collectives``, checked (one-line errors)."""
-    names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if args.algorithms is None:
+        names = [r.name for r in algorithms.RECORDS if args.backend in r.exchanges]
+    else:
+        names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     for name in names:
-        if "native" not in algorithms.get(name).exchanges:
-            raise UserError(f"--algorithms: {name} has no native exchange to time")
+        if args.backend not in algorithms.get(name).exchanges:
+            raise UserError(f"--algorithms: {name} has no {args.backend} exchange to time")
     try:
         sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
     except ValueError:
@@ -145,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
             *(
                 [
                     "--collectives",
-                    f"--algorithms={args.algorithms}",
+                    f"--algorithms={','.join(names)}",
+                    f"--backend={args.backend}",
                     f"--sizes={args.sizes}",
                     f"--tolerance={args.tolerance}",
                     f"--max-blocks={args.max_blocks}",
@@ -169,20 +183,27 @@ def run(args: argparse.Namespace) -> int:
         if comm.Get_rank() == 0:
             raise
         return 2
-    extra: tuple = ([], {})
-    if table is not None:
-        measured = roundtimes.measure(
-            scenario,
-            comm,
-            names,
-            sizes,
-            tolerance=args.tolerance,
-            max_blocks=args.max_blocks,
-            balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
-        )
-        if measured is not None:
-            extra = roundtimes.extra(measured, table, comm.Get_size(), args.tolerance)
-    text = calibrate(scenario, args.compute_iterations, extra)
+    extra = None
+    try:
+        if table is not None:
+            measured = roundtimes.measure(
+                scenario,
+                comm,
+                names,
+                sizes,
+                tolerance=args.tolerance,
+                max_blocks=args.max_blocks,
+                balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
+                backend=args.backend,
+            )
+            if measured is not None:
+                extra = partial(roundtimes.extra, measured, table, comm.Get_size(), args.tolerance)
+        text = calibrate(scenario, args.compute_iterations, extra)
+    except UserError:  # raised alike on every rank
+        raise
+    except Exception:  # a failure on one rank would leave the others waiting in their next collective
+        traceback.print_exc()
+        comm.Abort(1)
     if text is not None:
         if args.output:
             write_text(args.output, text)

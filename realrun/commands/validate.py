@@ -13,7 +13,7 @@ from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import calibrated_network, repeats, validate
+from stragglerlab.realrun.validate import read_calibration, repeats, validate
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -92,8 +92,9 @@ def format_repeats(table: pd.DataFrame) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UserError(f"--repeat {args.repeat}: must be at least 1")
-    network = calibrated_network(args.calibration) if args.calibration else None
-    table, pairs = validate([load_run(p) for p in args.runs], args.output, network, [load_run(p) for p in args.predict])
+    calibration = read_calibration(args.calibration) if args.calibration else None
+    runs = [load_run(p) for p in args.runs]
+    table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])
     table.to_csv(args.output / "validation.csv", index=False)
     print(format_table(table))
     if args.repeat > 1:

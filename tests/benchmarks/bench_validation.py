@@ -4,7 +4,7 @@ trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the wai
 
     python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 40] [--compute 0.03]
                                                 [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
-    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]   # after the above
+    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]
 
 Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler
 imbalance, and the update gap); then per algorithm and
@@ -15,9 +15,9 @@ imbalance. Prints one Markdown row per (P, algorithm, imbalance): the real mean 
 standard deviation over the K repeats, and whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of
 the waits ≤ 0.25); writes every row to DIR/validation.csv.
 
-``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, gradient in 4 buckets, 10 ms
-random delays) against the simulated bucketed sync, trace-driven, with the backward share ``stragglerlab profile``
-measures and the calibration's network formulas (its table timed the native core's rounds, not gloo's).
+``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, a bucket cap of a quarter of its
+gradient, 10 ms random delays) against the simulated bucketed sync, trace-driven, with the backward share
+``stragglerlab profile`` measures and the round times ``calibrate --collectives --backend torch`` measures.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pandas as pd
 
 from stragglerlab.analysis.compare import KS_WAIT_TARGET, VALIDATION_TARGETS
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import calibrated_network, validate
+from stragglerlab.realrun.validate import read_calibration, validate
 from stragglerlab.simulator import algorithms
 
 IMBALANCES = {
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument(
         "--calibrate-each", action="store_true", help="calibrate just before each algorithm's runs (a changing load)"
     )
-    parser.add_argument("--ddp", action="store_true", help="only the DDP comparison (after a run without it)")
+    parser.add_argument("--ddp", action="store_true", help="only the DDP comparison")
     args = parser.parse_args()
     out = args.output
     if args.ddp:
@@ -108,12 +108,12 @@ def main() -> None:
         fragment.parent.mkdir(parents=True, exist_ok=True)
         if not args.calibrate_each:
             calibrate(args, P, fragment, "")
-            network = calibrated_network(fragment)
+            network = read_calibration(fragment)
         for algorithm in args.algorithms:
             if args.calibrate_each:  # just before this algorithm's runs, at their message size only
                 fragment = out / f"P{P}" / f"calibration-{algorithm}.toml"
                 calibrate(args, P, fragment, algorithm)
-                network = calibrated_network(fragment)
+                network = read_calibration(fragment)
             runs: dict[str, list] = {}
             for imbalance in IMBALANCES:
                 path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
@@ -198,10 +198,11 @@ name = "sync"
 
 
 def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
-    """Real sync under DistributedDataParallel (``--backend torch``, gloo, ``buckets`` buckets) against the
-    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the network the
-    calibration's formulas (its cost table timed the native core, not gloo)."""
-    print("| P | buckets | real mean it. [ms] | trace-driven err % (repeats) | KS waits |")
+    """Real sync under DistributedDataParallel (``--backend torch``, gloo, a cap of ``buckets`` buckets) against the
+    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the round
+    times from ``calibrate --collectives --backend torch`` under the same scenario (gloo's all-reduce, as DDP's
+    buckets use it)."""
+    print("| P | buckets (DDP's) | real mean it. [ms] | trace-driven err % (repeats) | KS waits |")
     print("|---|---|---|---|---|")
     for P in args.ranks:
         out = args.output / f"P{P}" / "ddp"
@@ -214,9 +215,10 @@ def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
         path = out / "ddp.toml"
         text = DDP_SCENARIO.format(P=P, iterations=4 * args.iterations, buckets=buckets, backward=backward, delay=0.01)
         path.write_text(text)
-        network = calibrated_network(args.output / f"P{P}" / "calibration.toml")
-        network.pop("table", None)
-        network["overhead"] = 0.0
+        gloo = out / "gloo.toml"
+        stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "--sizes",
+                     "4096,65536", "--max-blocks", "5", "-o", str(gloo), "--force")  # fmt: skip
+        network = read_calibration(gloo)
         errors, ks, real_mean = [], [], []
         for k in range(args.repeats):
             folder = out / f"run-{k}"
@@ -228,7 +230,8 @@ def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
         e = 100 * np.array(errors)
         spread = e.std(ddof=1) if len(e) > 1 else 0.0
         real = 1e3 * np.mean(real_mean)
-        print(f"| {P} | {buckets} | {real:.2f} | {e.mean():+.1f} ± {spread:.1f} | {np.mean(ks):.2f} |")
+        made = load_run(out / "run-0").meta["scenario"]["workload"]["buckets"]
+        print(f"| {P} | {buckets} ({made}) | {real:.2f} | {e.mean():+.1f} ± {spread:.1f} | {np.mean(ks):.2f} |")
 
 
 if __name__ == "__main__":

@@ -245,7 +245,7 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
         "--collectives",
         "--balanced",
         "--algorithms",
-        "sync,eager-solo,wagma,d-psgd",
+        "sync,eager-solo,wagma,d-psgd,async-ps",
         "--sizes",
         "4096,65536",
         "--max-blocks",
@@ -259,12 +259,13 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     rows = table.read_text().splitlines()
     assert rows[0] == "kind,ranks,bytes,seconds"
     kinds = {tuple(r.split(",")[:3]) for r in rows[1:]}
-    for kind in ("sync", "async", "group", "allreduce", "gossip"):  # gossip: its rounds table has a row per peer
+    for kind in ("sync", "async", "group", "allreduce", "gossip", "push"):  # gossip: a rounds row per peer
         assert {(kind, "2", "4096"), (kind, "2", "65536")} <= kinds, kind
     assert all(float(r.split(",")[3]) > 0 for r in rows[1:])
     assert "update gap" in proc.stdout and "] (" in proc.stdout and "blocks until the median" in proc.stdout
     scenario = load(fragment)
     assert scenario.network.table == table and scenario.network.overhead == 0 and scenario.workload.update >= 0
+    assert "s per pushed byte" in proc.stdout and "server_gamma = " in fragment.read_text()  # from the push rounds
     for algorithm in ("sync", "eager-solo", "wagma"):
         sim = tmp_path / f"sim-{algorithm}"
         proc = stragglerlab(
@@ -290,11 +291,28 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     assert proc.returncode == 2 and "exists; give --force" in proc.stderr and not fragment.exists()
 
 
+@pytest.mark.mpi
+@pytest.mark.timeout(150)
+def test_calibrate_collectives_times_torch_distributed_rounds(tmp_path):
+    pytest.importorskip("torch")
+    fragment = tmp_path / "gloo.toml"
+    argv = ["--collectives", "--backend", "torch", "--balanced", "--sizes", "4096,16384", "--max-blocks", "3"]
+    proc = stragglerlab("calibrate", "--np", "2", *argv, "-o", str(fragment), timeout=140)
+    assert proc.returncode == 0, proc.stderr
+    assert "(--backend torch)" in proc.stdout and "sync sync over 2 ranks, 4096 B" in proc.stdout
+    rows = (tmp_path / "gloo.csv").read_text().splitlines()[1:]
+    kinds = {tuple(r.split(",")[:3]) for r in rows}  # sync only: the one algorithm with a torch exchange
+    assert kinds == {(k, "2", b) for k in ("sync", "allreduce") for b in ("4096", "16384")}
+    assert all(float(r.split(",")[3]) > 0 for r in rows) and load(fragment).network.table == tmp_path / "gloo.csv"
+
+
 def test_calibrate_collectives_errors_are_one_line(tmp_path):
     one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives"), "give -o FILE")
     out = ["-o", str(tmp_path / "c.toml")]
     one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives", "--sizes", "x", *out), "byte counts")
     one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives", "--algorithms", "nope", *out), "nope")
+    torch = ["--collectives", "--backend", "torch", "--algorithms", "sync,wagma", *out]
+    one_line_error(stragglerlab("calibrate", "--np", "2", *torch), "wagma has no torch exchange to time")
 
 
 @pytest.mark.mpi

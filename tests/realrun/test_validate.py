@@ -10,7 +10,8 @@ import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
-from stragglerlab.realrun.validate import base_compute, measured_compute, validate
+from stragglerlab.realrun.roundtimes import server_gamma
+from stragglerlab.realrun.validate import base_compute, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
@@ -161,6 +162,24 @@ def test_a_calibrations_cost_table_is_used(tmp_path):
     rounds = sim.rounds
     assert np.allclose(rounds["t_done"] - rounds["t_trigger"], 0.05)  # every sync round as the table says
     assert pd.read_csv(out / "validation.csv").loc[0, "mean_iteration_error"] > 0.5
+
+
+def test_a_calibrations_server_cost_is_used(tmp_path):
+    # a push round of 4 kB measured at 2 ms, two messages of 1 ms each: the server's cost is the rest, 0.25 us/B
+    assert server_gamma([("push", 4, 4000, 3e-3), ("sync", 4, 4000, 1.0)], lambda n: 1e-3, 1) == pytest.approx(2.5e-7)
+    assert server_gamma([("push", 4, 4000, 3e-3)], lambda n: 1e-3, 2) == pytest.approx(5e-7)  # 2 kB shards
+    assert server_gamma([("push", 4, 4000, 1e-3)], lambda n: 1e-3, 1) == 0.0  # never below 0
+    assert server_gamma([("sync", 4, 4000, 1e-3)], lambda n: 1e-3, 1) is None
+    real = simulated_real(tmp_path, "real", **{"algorithm.name": "async-ps", "workload.params": 1000})
+    fragment = tmp_path / "cal.toml"
+    fragment.write_text("[network]\nalpha = 1e-6\nbeta = 0.0\n[algorithm]\nserver_gamma = 1e-6\n")
+    calibration = read_calibration(fragment)
+    assert calibration["algorithm"] == {"server_gamma": 1e-6}
+    validate([real], tmp_path / "val", calibration)
+    sim = load_run(tmp_path / "val" / "trace" / "real")
+    assert sim.meta["scenario"]["algorithm"]["server_gamma"] == 1e-6
+    # a lone push: its way there and back (1 us each) and 4,000 bytes served at 1 us each
+    assert sim.iterations["wait"].min() == pytest.approx(2e-6 + 4000 * 1e-6)
 
 
 def test_a_fragment_with_a_nan_is_a_one_line_error(tmp_path):
