@@ -64,10 +64,12 @@ def run_rank(
     heartbeat_timeout: float = 10.0,
     save_model: Path | None = None,
     replace: str = NEVER,
+    notes: bool = True,
 ) -> Path:
     """This rank's part of the real run of ``scenario`` into ``folder``; collective over ``MPI.COMM_WORLD``.
     ``save_model``: rank 0 saves its final model there (a flat float32 ``.npy``). ``replace``: which earlier run
-    the folder may hold (:func:`~stragglerlab.analysis.runfolder.check_replaceable`)."""
+    the folder may hold (:func:`~stragglerlab.analysis.runfolder.check_replaceable`). ``notes``: print what the
+    run does differently from what the scenario asked (DDP's bucket count)."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -100,7 +102,7 @@ def run_rank(
     writer = None
     if rank == 0:
         recorded, note = exchange_type.as_run(scenario, replica)
-        if note:
+        if note and notes:
             print(f"stragglerlab run: note: {note}", file=sys.stderr, flush=True)
         try:
             writer = RunWriter(folder, _meta(recorded, backend, comm, [h for h, _ in peers]), replace=replace)

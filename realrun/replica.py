@@ -214,12 +214,17 @@ def device_of(scenario: Scenario, local_rank: int) -> str:
     return f"cuda:{local_rank}" if device == "cuda" else device
 
 
+def is_torch(model: str) -> bool:
+    """Whether ``workload.model`` names a torch workload (``torch:mlp``, ``module:function``)."""
+    return model != "none" and model not in BUILTIN_MODELS
+
+
 def make_replica(scenario: Scenario, rank: int, local_rank: int, ranks_here: int = 1) -> Replica:
     """The replica of ``workload.model`` for rank ``rank`` (data and initial model from the seed), one of
     ``ranks_here`` ranks on its host."""
     name = scenario.workload.model
     if name == "none":
         return TimingReplica(scenario)
-    if name in BUILTIN_MODELS:
+    if not is_torch(name):
         return ArrayReplica(scenario, load(scenario), rank)
     return TorchReplica(scenario, load_task(name, scenario.seed), rank, device_of(scenario, local_rank), ranks_here)

@@ -46,14 +46,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.realrun.calibration import fit_linear
 from stragglerlab.realrun.harness import run_rank
+from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.server import PUSH
+from stragglerlab.simulator.fast.rounds import bucketed_end
 from stragglerlab.simulator.measured import ANY_KIND, COLUMNS
-from stragglerlab.simulator.network import NetworkModel
+from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
 from stragglerlab.simulator.scenario import Scenario
 
 #: default message sizes (bytes per rank), 4 kB … 4 MiB
@@ -123,17 +126,41 @@ class Figure:
         return float(np.percentile(self.samples, 25)), float(np.percentile(self.samples, 75))
 
 
-def block_times(folder: Path) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Round times per kind (warm-up rounds dropped) and the update gaps of one calibration run (module doc)."""
+def block_times(folder: Path, ddp: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+    """Round times per kind (warm-up rounds dropped), the update gaps and the bytes of an exchange (a bucket's under
+    ``ddp``) of one calibration run (module doc)."""
     run = load_run(folder)
     it = run.iterations
+    workload = run.meta["scenario"]["workload"]  # as the run resolved it: the model's size, DDP's buckets
+    buckets = workload["buckets"] if ddp else 1
     kinds = run.rounds.drop_duplicates("round").set_index("round")["kind"]  # gossip: a row per initiator
     joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
-    least = joined.tail(1).groupby("round")["wait"].min()
-    times = {str(kind): g.to_numpy() for kind, g in least.groupby(kinds.reindex(least.index).to_numpy())}
+    last = joined.tail(1)
+    least = last.loc[last.groupby("round")["wait"].idxmin()].set_index("round")
+    wait = least["wait"]
+    if ddp:
+        backward = workload["backward"]
+        rows = zip(least["t_start"], least["t_post"], wait, strict=True)
+        wait = pd.Series([bucket_time(s, p, w, buckets, backward) for s, p, w in rows], index=least.index)
+    times = {str(kind): g.to_numpy() for kind, g in wait.groupby(kinds.reindex(wait.index).to_numpy())}
     it = it.sort_values(["worker", "iteration"])
     gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
-    return times, np.concatenate(gaps)
+    exchanged = BYTES_PER_ELEMENT * workload["params"] / buckets  # the simulator's bucket size, exactly
+    return times, np.concatenate(gaps), int(exchanged) if exchanged.is_integer() else exchanged
+
+
+def bucket_time(start: float, post: float, wait: float, buckets: int, backward: float) -> float:
+    """The time of one bucket's all-reduce at which the simulator's bucketed sync makes a round's last poster, which
+    computed from ``start`` to ``post``, wait ``wait``: its buckets come during its backward (share ``backward``),
+    each all-reduced after the one before, so the wait is the last bucket's all-reduce where the earlier ones ended
+    during the backward, and up to all of them where the backward was short. The wait grows with the bucket's time,
+    which bisection finds to 0.1 %."""
+    low, high = wait / buckets, wait
+    while high - low > 1e-3 * high:
+        mid = (low + high) / 2
+        waits = bucketed_end(np.array([start]), np.array([post]), buckets, backward, mid) - post
+        low, high = (mid, high) if waits < wait else (low, mid)
+    return (low + high) / 2
 
 
 @dataclass
@@ -142,9 +169,9 @@ class Measurement:
 
     backend: str = "native"
     servers: int = 1  # shards of async-ps's and easgd's server
-    rounds: dict[tuple[str, str, int, int], Figure] = field(default_factory=dict)
+    rounds: dict[tuple[str, str, int, float], Figure] = field(default_factory=dict)
     gap: Figure = field(default_factory=Figure)
-    unstable: list[tuple[str, int]] = field(default_factory=list)
+    unstable: list[tuple[str, float]] = field(default_factory=list)
 
 
 def measure(
@@ -159,14 +186,21 @@ def measure(
     backend: str = "native",
 ) -> Measurement | None:
     """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
-    compute and imbalance (or ``balanced``), through the real runs' ``backend``; the measurement on rank 0, None
-    elsewhere."""
+    compute and imbalance (or ``balanced``), through the real runs' ``backend``; with the torch backend and a torch
+    workload, DDP's buckets of that workload and its whole gradient as one bucket instead of the sizes. The
+    measurement on rank 0, None elsewhere."""
     rank, P = comm.Get_rank(), comm.Get_size()
     out = Measurement(backend, base.algorithm.servers)  # filled on rank 0
+    ddp = backend == "torch" and is_torch(base.workload.model)
+    variants: list[dict[str, Any]]
+    if ddp:  # DDP's buckets of the model itself, and its whole gradient as one bucket (the table's two sizes)
+        variants = [{"workload.buckets": b} for b in dict.fromkeys([base.workload.buckets, 1])]
+    else:
+        variants = [{"workload.model": "none", "workload.params": max(n // 4, 1), "workload.buckets": 1} for n in sizes]
     with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
         root = Path(comm.bcast(tmp if rank == 0 else None, root=0))
         for name in names:
-            for nbytes in sizes:
+            for v, variant in enumerate(variants):
                 scenario = base.replace(
                     **{
                         "algorithm.name": name,
@@ -174,21 +208,19 @@ def measure(
                         "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
                         "algorithm.group_size": min(base.algorithm.group_size, P),
                         "iterations": block,
-                        "workload.model": "none",
-                        "workload.params": max(nbytes // 4, 1),
+                        **variant,
                         **(BALANCED if balanced else {}),
                         "workload.update": 0.0,
-                        "workload.buckets": 1,
                     }
                 )
                 ranks = kind_ranks(scenario)
                 figures: dict[str, Figure] = {}
                 for b in range(max_blocks):
-                    folder = root / f"{name}-{nbytes}-{b}"
-                    run_rank(scenario, folder, backend)
+                    folder = root / f"{name}-{v}-{b}"
+                    run_rank(scenario, folder, backend, notes=False)
                     done, rounds = True, 0
                     if rank == 0:
-                        times, gaps = block_times(folder)
+                        times, gaps, exchanged = block_times(folder, ddp)
                         out.gap.add(gaps)
                         for kind, values in times.items():
                             figures.setdefault(kind, Figure()).add(values)
@@ -202,16 +234,16 @@ def measure(
                         scenario = scenario.replace(iterations=more)
                 if rank == 0:
                     if not all(f.stable(tolerance) for f in figures.values()):
-                        out.unstable.append((name, nbytes))
+                        out.unstable.append((name, exchanged))
                     for kind, figure in figures.items():
-                        out.rounds[(name, kind, ranks.get(kind, P), 4 * max(nbytes // 4, 1))] = figure
+                        out.rounds[(name, kind, ranks.get(kind, P), exchanged)] = figure
     return out if rank == 0 else None
 
 
-def table_rows(m: Measurement, P: int) -> list[tuple[str, int, int, float]]:
+def table_rows(m: Measurement, P: int) -> list[tuple[str, int, float, float]]:
     """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it; the sync
     rounds once more as ``allreduce``, which serves a kind the table has no rows of (at P ranks)."""
-    pooled: dict[tuple[str, int, int], list[float]] = {}
+    pooled: dict[tuple[str, int, float], list[float]] = {}
     for (_, kind, ranks, nbytes), figure in m.rounds.items():
         pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
     rows = [(kind, ranks, nbytes, float(np.mean(v))) for (kind, ranks, nbytes), v in sorted(pooled.items())]
@@ -219,7 +251,7 @@ def table_rows(m: Measurement, P: int) -> list[tuple[str, int, int, float]]:
     return rows
 
 
-def write_table(path: Path, rows: list[tuple[str, int, int, float]]) -> None:
+def write_table(path: Path, rows: list[tuple[str, int, float, float]]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(COLUMNS)
@@ -235,7 +267,7 @@ class KindFit:
     residual: float
 
 
-def fits(rows: list[tuple[str, int, int, float]]) -> list[KindFit]:
+def fits(rows: list[tuple[str, int, float, float]]) -> list[KindFit]:
     """``seconds ≈ overhead + bytes × slope`` per (kind, ranks) with at least two sizes."""
     out = []
     for key in sorted({(k, r) for k, r, _, _ in rows if k != ANY_KIND}):
@@ -258,7 +290,7 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
         lo, hi = figure.spread()
         lines.append(
-            f"  {name} {kind} over {ranks} ranks, {nbytes} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
+            f"  {name} {kind} over {ranks} ranks, {nbytes:.10g} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
             f"{figure.median * 1e3:.3f} ms "
             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks)"
         )
@@ -272,11 +304,13 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
             f"fit {f.kind} over {f.ranks} ranks: overhead {f.overhead * 1e3:.3f} ms per round + "
             f"{f.slope:.3e} s/B (RMS relative residual {f.residual:.1%}){flag}"
         )
-    lines += [f"UNSTABLE after the cap: {name} at {nbytes} B" for name, nbytes in m.unstable]
+    lines += [f"UNSTABLE after the cap: {name} at {nbytes:.10g} B" for name, nbytes in m.unstable]
     return lines
 
 
-def server_gamma(rows: list[tuple[str, int, int, float]], p2p: Callable[[float], float], servers: int) -> float | None:
+def server_gamma(
+    rows: list[tuple[str, int, float, float]], p2p: Callable[[float], float], servers: int
+) -> float | None:
     """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
     service and the reply, so the service is the round less two messages of the shard (``p2p``, the fitted message
     time); the median over the sizes of service / shard, at least 0."""

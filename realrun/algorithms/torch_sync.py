@@ -7,9 +7,11 @@ buckets with whole parameters, so it may make fewer (:mod:`~stragglerlab.realrun
 the count it makes, which is what a simulation of the run is to be given. A rank's post time is when its last bucket
 was ready (a communication hook notes it before all-reducing the bucket), its release when backward returns, every
 bucket all-reduced; then it steps with the mean gradient, as the native ``sync`` does, so the two give the same model
-up to the order of float32 additions. The injected delay of ``random-delay`` is spent before the forward pass (with
-DDP the computation and the exchange are one call); other imbalance kinds need a computation measured before the
-delay, which DDP does not allow, and are refused.
+up to the order of float32 additions. The injected delay of ``random-delay`` is spread as the simulator's bucketed
+sync spreads a worker's compute time: its forward share (1 − ``workload.backward``) before the forward pass, its
+backward share while the gradients come (:class:`Slowdown`; with DDP the computation and the exchange are one call,
+so it cannot follow the gradient); other imbalance kinds need a computation measured before the delay, which DDP does
+not allow, and are refused.
 
 A timing-only workload (``model = "none"``) has nothing to back-propagate: its zero gradient is all-reduced whole
 with ``torch.distributed.all_reduce`` after the computation.
@@ -40,6 +42,29 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
+
+
+class Slowdown:
+    """The backward's share of an iteration's injected delay, spent while the gradients come, each parameter's
+    gradient followed by its share by size (on a deadline from the first gradient, so the sleeps' overshoots do not
+    add up): a delayed rank's backward is then as much slower as its forward, as the simulator's bucketed sync
+    assumes when it spreads a worker's whole compute time, imbalance included, over forward and backward."""
+
+    def __init__(self, clock: Any, d: int):
+        self.clock, self.d = clock, d
+        self.begin(None, 0.0)
+
+    def begin(self, injection: Injection | None, seconds: float) -> None:
+        """Spend ``seconds`` over the next backward pass."""
+        self.injection, self.seconds, self.started, self.elements = injection, seconds, -1.0, 0
+
+    def __call__(self, p: Any) -> None:  # a parameter's gradient has been accumulated
+        if self.injection is None or self.seconds <= 0:
+            return
+        now = self.clock.now()
+        self.started = now if self.started < 0 else self.started
+        self.elements += p.numel()
+        self.injection.spend(self.started + self.seconds * self.elements / self.d - now)
 
 
 def _cap_mb(d: int, buckets: int) -> float:
@@ -114,11 +139,16 @@ class TorchSync(Exchange):
             return allreduce_hook(state, bucket)
 
         replica.model.register_comm_hook(None, hook)
+        self.slowdown = Slowdown(self.clock, self.d)
+        for p in replica.params_list:
+            p.register_post_accumulate_grad_hook(self.slowdown)
 
     def compute(self, n: int, injection: Injection, t_start: float) -> tuple[Any, float, float]:
         if not self.ddp:
             return super().compute(n, injection, t_start)
-        injection.spend(injection.extra(n, 0.0))
+        delay, backward = injection.extra(n, 0.0), self.scenario.workload.backward
+        injection.spend(delay * (1 - backward))  # the forward's share, before the forward pass
+        self.slowdown.begin(injection, delay * backward)
         self.ready.clear()
         g, loss = self.replica.gradient(n)  # DDP's mean gradient, all-reduced bucket by bucket during backward
         self.dones.append(self.clock.now())

@@ -26,6 +26,7 @@ from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import calibrate
 from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
 from stragglerlab.simulator.scenario import load
@@ -70,9 +71,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--sizes",
-        default=",".join(map(str, roundtimes.SIZES)),
         metavar="BYTES,...",
-        help="with --collectives: message sizes in bytes per rank (default 4 kB to 4 MiB)",
+        help="with --collectives: message sizes in bytes per rank (default 4 kB to 4 MiB; with --backend torch and a "
+        "torch workload, DDP's buckets of that workload instead)",
     )
     parser.add_argument(
         "--tolerance",
@@ -108,8 +109,9 @@ def report(text: str, output: Path | None, as_json: bool) -> None:
         print(text, end="")
 
 
-def collectives_options(args: argparse.Namespace) -> tuple[list[str], list[int]]:
-    """The algorithms and sizes of ``--collectives``, checked (one-line errors)."""
+def collectives_options(args: argparse.Namespace, model: str) -> tuple[list[str], list[int]]:
+    """The algorithms and sizes of ``--collectives`` for a scenario of workload ``model``, checked (one-line
+    errors)."""
     if args.algorithms is None:
         names = [r.name for r in algorithms.RECORDS if args.backend in r.exchanges]
     else:
@@ -117,12 +119,20 @@ def collectives_options(args: argparse.Namespace) -> tuple[list[str], list[int]]
     for name in names:
         if args.backend not in algorithms.get(name).exchanges:
             raise UserError(f"--algorithms: {name} has no {args.backend} exchange to time")
-    try:
-        sizes = sorted({int(x) for x in args.sizes.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"--sizes {args.sizes}: not a list of byte counts") from None
-    if not names or not sizes or sizes[0] < 4:
-        raise UserError("--collectives needs at least one algorithm and sizes of at least 4 bytes")
+    if args.backend == "torch" and is_torch(model):  # DDP's buckets of the model (roundtimes.measure)
+        if args.sizes is not None:
+            raise UserError(f"--sizes: with --backend torch the rounds of {model} are DDP's buckets of its own size")
+        sizes = [0]
+    else:
+        try:
+            given = args.sizes if args.sizes is not None else ",".join(map(str, roundtimes.SIZES))
+            sizes = sorted({int(x) for x in given.split(",") if x.strip()})
+        except ValueError:
+            raise UserError(f"--sizes {args.sizes}: not a list of byte counts") from None
+        if not sizes or sizes[0] < 4:
+            raise UserError("--collectives needs sizes of at least 4 bytes")
+    if not names:
+        raise UserError("--collectives needs at least one algorithm")
     if args.max_blocks < 3 or not 0 < args.tolerance < 1:
         raise UserError("--max-blocks must be at least 3 and --tolerance between 0 and 1")
     if not args.output:
@@ -138,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.compute_iterations < 2:
         raise UserError(f"--compute-iterations {args.compute_iterations}: must be at least 2 (a mean and a spread)")
-    names, sizes = collectives_options(args) if args.collectives else ([], [])
+    names, sizes = collectives_options(args, scenario.workload.model) if args.collectives else ([], [])
     table = args.output.with_suffix(".csv") if args.collectives else None
     if args.np is not None:
         if args.np < 2:
@@ -160,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
                     "--collectives",
                     f"--algorithms={','.join(names)}",
                     f"--backend={args.backend}",
-                    f"--sizes={args.sizes}",
+                    *([f"--sizes={args.sizes}"] if args.sizes is not None else []),
                     f"--tolerance={args.tolerance}",
                     f"--max-blocks={args.max_blocks}",
                     *(["--balanced"] if args.balanced else []),

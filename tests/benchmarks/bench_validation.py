@@ -17,7 +17,7 @@ the waits ≤ 0.25); writes every row to DIR/validation.csv.
 
 ``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, a bucket cap of a quarter of its
 gradient, 10 ms random delays) against the simulated bucketed sync, trace-driven, with the backward share
-``stragglerlab profile`` measures and the round times ``calibrate --collectives --backend torch`` measures.
+``stragglerlab profile`` measures and the bucket time ``calibrate --collectives --backend torch`` measures.
 """
 
 from __future__ import annotations
@@ -199,9 +199,8 @@ name = "sync"
 
 def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
     """Real sync under DistributedDataParallel (``--backend torch``, gloo, a cap of ``buckets`` buckets) against the
-    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the round
-    times from ``calibrate --collectives --backend torch`` under the same scenario (gloo's all-reduce, as DDP's
-    buckets use it)."""
+    simulated bucketed sync, trace-driven, at each P; the backward share from ``stragglerlab profile``, the bucket
+    all-reduce time from ``calibrate --collectives --backend torch`` under the same scenario (DDP's own rounds)."""
     print("| P | buckets (DDP's) | real mean it. [ms] | trace-driven err % (repeats) | KS waits |")
     print("|---|---|---|---|---|")
     for P in args.ranks:
@@ -216,8 +215,8 @@ def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
         text = DDP_SCENARIO.format(P=P, iterations=4 * args.iterations, buckets=buckets, backward=backward, delay=0.01)
         path.write_text(text)
         gloo = out / "gloo.toml"
-        stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "--sizes",
-                     "4096,65536", "--max-blocks", "5", "-o", str(gloo), "--force")  # fmt: skip
+        stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "--max-blocks",
+                     "5", "-o", str(gloo), "--force")  # fmt: skip
         network = read_calibration(gloo)
         errors, ks, real_mean = [], [], []
         for k in range(args.repeats):

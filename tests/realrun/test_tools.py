@@ -306,6 +306,27 @@ def test_calibrate_collectives_times_torch_distributed_rounds(tmp_path):
     assert all(float(r.split(",")[3]) > 0 for r in rows) and load(fragment).network.table == tmp_path / "gloo.csv"
 
 
+@pytest.mark.mpi
+@pytest.mark.timeout(150)
+def test_calibrate_collectives_times_ddps_buckets_of_a_torch_workload(tmp_path):
+    pytest.importorskip("torch")
+    fragment = tmp_path / "ddp.toml"
+    model = ["--set", "workload.model=torch:mlp", "--set", "workload.batch=8", "--set", "workload.buckets=4"]
+    argv = ["--collectives", "--backend", "torch", "--max-blocks", "3", *model, "-o", str(fragment)]
+    proc = stragglerlab("calibrate", "--np", "2", *argv, timeout=140)
+    assert proc.returncode == 0, proc.stderr
+    # DDP makes 2 buckets of the perceptron's 27,688 bytes: the table holds the simulator's bucket, half of it, and
+    # the whole gradient as one bucket, so that a simulation prices both
+    rows = (tmp_path / "ddp.csv").read_text().splitlines()[1:]
+    kinds = {tuple(r.split(",")[:3]) for r in rows}
+    assert kinds == {(k, "2", b) for k in ("sync", "allreduce") for b in ("13844", "27688")}
+    simulated = tmp_path / "sim"
+    sets = ["--set", "cluster.workers=2", "--set", "workload.params=6922", "--set", "workload.buckets=2"]
+    proc = stragglerlab("simulate", str(fragment), *sets, "--set", "iterations=4", "-o", str(simulated))
+    assert proc.returncode == 0, proc.stderr
+    one_line_error(stragglerlab("calibrate", "--np", "2", *argv, "--sizes", "4096"), "DDP's buckets of its own size")
+
+
 def test_calibrate_collectives_errors_are_one_line(tmp_path):
     one_line_error(stragglerlab("calibrate", "--np", "2", "--collectives"), "give -o FILE")
     out = ["-o", str(tmp_path / "c.toml")]

@@ -65,6 +65,51 @@ def test_work_mode_burns_the_delay_in_computation(mode):
     assert (len(burnt) > 0) == (mode == "work")
 
 
+def test_ddps_backward_share_of_a_delay_follows_the_gradients_by_size():
+    from stragglerlab.realrun.algorithms.torch_sync import Slowdown
+
+    class Clock:  # each gradient comes 1 ms after the last
+        t = 10.0
+
+        def now(self):
+            self.t += 0.001
+            return self.t
+
+    class Spent:
+        seconds: list[float] = []
+
+        def spend(self, s):
+            self.seconds.append(s)
+
+    class Grad:
+        def __init__(self, n):
+            self.n = n
+
+        def numel(self):
+            return self.n
+
+    slowdown, spent = Slowdown(Clock(), 100), Spent()
+    slowdown(Grad(50))  # nothing to spend before begin()
+    slowdown.begin(spent, 0.2)  # 200 ms over 100 elements: deadlines 120, 180, 200 ms after the first gradient
+    for n in (60, 30, 10):
+        slowdown(Grad(n))
+    assert np.allclose(spent.seconds, [0.12, 0.18 - 0.001, 0.2 - 0.002])
+    slowdown.begin(spent, 0.0)
+    slowdown(Grad(60))
+    assert len(spent.seconds) == 3  # an iteration without a delay spends nothing
+
+
+def test_a_ddp_rounds_bucket_time_is_what_the_bucketed_model_makes_its_wait():
+    from stragglerlab.realrun.roundtimes import bucket_time
+
+    # computed from 0 to 10 ms, half of it backward, 2 buckets: ready at 7.5 and 10 ms. A bucket of up to 2.5 ms
+    # ends before the second is ready, so the wait is the last bucket's all-reduce alone ...
+    assert bucket_time(0.0, 0.010, 0.001, 2, 0.5) == pytest.approx(0.001, rel=2e-3)
+    # ... a longer one delays the second: the wait is 7.5 + 2T - 10 ms
+    assert bucket_time(0.0, 0.010, 0.006, 2, 0.5) == pytest.approx(0.00425, rel=2e-3)
+    assert bucket_time(0.0, 0.010, 0.003, 1, 0.5) == pytest.approx(0.003, rel=2e-3)  # one bucket: the wait itself
+
+
 def test_linear_fit_recovers_known_coefficients_with_small_errors():
     sizes = np.array([2.0**k for k in range(0, 23, 2)])
     t = 2e-6 + sizes * 1e-10
