@@ -59,11 +59,25 @@ class GossipExchange(PerRankRounds):
         self.push_sum = not rules.waits_for_sends
         self.x = self.replica.host(self.replica.params()).astype(np.float64)  # push-sum numerator
         self.weight = 1.0
-        self.out = self._message()
+        self.spare: list[np.ndarray] = []  # send buffers free to fill
+        self.sending: list[tuple[list, np.ndarray]] = []  # push-sum's sends not yet seen complete, with their buffer
         self.inbox = [self._message() for _ in range(rules.most_peers())]
 
     def _message(self) -> np.ndarray:
         return np.empty(_META + 4 * self.d, dtype=np.uint8)
+
+    def _outbox(self) -> np.ndarray:
+        """A send buffer that no send in flight still reads."""
+        from mpi4py import MPI
+
+        pending = []
+        for sends, buffer in self.sending:
+            if MPI.Request.Testall(sends):
+                self.spare.append(buffer)
+            else:
+                pending.append((sends, buffer))
+        self.sending = pending
+        return self.spare.pop() if self.spare else self._message()
 
     def iteration(self, n, g, loss, t_start, t_post):
         from mpi4py import MPI
@@ -73,14 +87,20 @@ class GossipExchange(PerRankRounds):
             self.replica.load(self.x)
             self.replica.step(g)
         posted = self.replica.host(self.replica.params())
-        self.out[:_META].view(np.float64)[:] = (t_post, self.weight)
-        self.out[_META:].view(np.float32)[:] = posted
+        out = self._outbox()
+        out[:_META].view(np.float64)[:] = (t_post, self.weight)
+        out[_META:].view(np.float32)[:] = posted
         peers = rules.peers(n, rank)
         inbox = self.inbox[: len(peers)]
         tag = n % _TAGS
-        requests = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
-        requests += [self.gossip.Isend(self.out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
-        MPI.Request.Waitall(requests)
+        receives = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
+        sends = [self.gossip.Isend(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
+        if self.push_sum:  # it does not wait for its sends, which complete once their receivers have posted
+            self.sending.append((sends, out))
+            MPI.Request.Waitall(receives)
+        else:
+            MPI.Request.Waitall(receives + sends)
+            self.spare.append(out)
         t_done = self.clock.now()
         meta = [m[:_META].view(np.float64) for m in inbox]
         models = [m[_META:].view(np.float32) for m in inbox]
@@ -99,5 +119,8 @@ class GossipExchange(PerRankRounds):
         )
 
     def close(self):
+        from mpi4py import MPI
+
+        MPI.Request.Waitall([request for sends, _ in self.sending for request in sends])
         self.gather()
         self.gossip.Free()

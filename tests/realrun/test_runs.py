@@ -8,8 +8,9 @@ import pytest
 
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ComputeTimes
-from stragglerlab.simulator.scenario import load
+from stragglerlab.simulator.scenario import from_dict, load
 from tests.realrun.folders import check_folder
 
 #: every algorithm with a real-run exchange
@@ -169,6 +170,30 @@ def test_ad_psgd_peers_serve_exchanges_while_they_compute(spawn, scenario_file, 
     fast, slow = it[it["worker"] == 0], it[it["worker"] == 1]
     assert fast["t_done"].max() < 0.5 * slow["t_done"].max()
     assert (rounds["group"] == 1 - rounds["initiator"]).all() and (rounds["contributors"] == 2).all()
+
+
+def test_sgp_does_not_wait_for_the_worker_it_sends_to(spawn, scenario_file, tmp_path):
+    # rank 2 computes 20 times longer; push-sum waits only for the model it receives, so a rank that sends to rank 2
+    # but receives from the other fast rank is released long before rank 2 posts (a 400 kB send goes by MPI's
+    # rendezvous: waiting for it would hold the rank until rank 2 had posted its receive)
+    out = tmp_path / "run"
+    sets = ["algorithm.name=sgp", "cluster.workers=3", "imbalance.kind=persistent", "imbalance.factors={2 = 20.0}"]
+    sets += ["workload.params=100000"]
+    argv = ["run", str(scenario_file(SCENARIO)), *(x for s in sets for x in ("--set", s)), "-o", str(out)]
+    proc = spawn(3, [*argv, "--set", "workload.compute.mean=0.005"])
+    assert proc.returncode == 0, proc.stderr
+    run = load_run(out)
+    check_folder(run, 3, ITERATIONS)
+    scenario = from_dict(run.meta["scenario"], "run")
+    rules = algorithms.get("sgp").rules(scenario, cost_model(scenario))
+    it = run.iterations.set_index(["iteration", "worker"])
+    ahead = [
+        it.loc[(n, 2), "t_post"] - it.loc[(n, i), "t_done"]
+        for n in range(ITERATIONS)
+        for i in (0, 1)
+        if 2 in rules.receivers(n, i) and 2 not in rules.peers(n, i)
+    ]
+    assert ahead and max(ahead) > 0.05, ahead
 
 
 @pytest.mark.parametrize("algorithm", ["d-psgd", "sgp", "ad-psgd"])
