@@ -8,8 +8,8 @@ message size, under the scenario's own compute model and imbalance (the ranks sl
 costs more when the ranks it needs have been waiting or computing for a while than when they come straight from the
 previous round, since on a loaded machine a rank that slept takes a while to get a core back (at 2 ranks with a 1.5x
 straggler and 30 ms of compute, the straggler's waits for 400 kB rounds averaged 2.8 ms, against a 0.3 ms median back
-to back). ``balanced`` times the rounds back to back instead
-(0.1 ms of compute, no imbalance): the bare exchange. A round's time is the least wait (``t_done − t_post``, each on one
+to back). ``balanced`` times the rounds back to back instead (0.1 ms of compute, no imbalance): the bare exchange.
+A round's time is the least wait (``t_done − t_post``, each on one
 rank's own clock) among the calls by which the ranks joined it fresh (each rank's last fresh call the round carried):
 the last poster of a synchronous round or of an LSGD exchange, whose wait is the exchange alone; in an asynchronous
 round every fresh call was posted before the exchange took it, so the least wait is again the exchange (the initiator's,
@@ -21,6 +21,16 @@ aligned by ping-pongs on a loaded machine, they can be a millisecond apart. A ro
 the simulator asks it for: what the algorithm's rules ask a recording cost model for at construction (the largest
 concurrent group for WAGMA's group rounds, P otherwise). The gap between a round's end and the rank's next computation
 (``t_start`` of the next iteration − ``t_done``) is the harness's own cost per iteration, ``workload.update``.
+
+**DDP**: with the torch backend and a torch workload the rounds are DistributedDataParallel's, training the model with
+the scenario's buckets and again with the whole gradient as one bucket, entered at the simulator's bucket sizes (the
+gradient's bytes over the buckets DDP made). A round's least wait is then a chain: the last poster's last bucket, after
+whichever earlier buckets its backward had not yet covered. Each round's figure is the bucket time at which the
+simulator's bucketed sync gives that wait (:func:`bucket_time`), from the last poster's own start and post.
+
+**The server's cost**: a push round (async-ps, easgd) is two messages, which the simulation prices with alpha and beta,
+and the service, which it prices with ``algorithm.server_gamma``: :func:`server_gamma` finds that key from the
+measured rounds and the fitted message time.
 
 **Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each; more
 iterations, up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have); after each block
