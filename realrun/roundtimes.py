@@ -77,6 +77,14 @@ FLAG_RESIDUAL = 0.20
 #: ``--balanced``: rounds back to back, no imbalance
 BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
+#: a row of the cost table: kind, ranks, bytes, seconds
+Row = tuple[str, int, float, float]
+
+
+def ddp_rounds(backend: str, model: str) -> bool:
+    """Whether the rounds to time are DDP's buckets of the workload itself (the torch backend with a torch workload)
+    rather than timing-only exchanges at given sizes."""
+    return backend == "torch" and is_torch(model)
 
 
 class RecordingCosts:
@@ -201,7 +209,7 @@ def measure(
     measurement on rank 0, None elsewhere."""
     rank, P = comm.Get_rank(), comm.Get_size()
     out = Measurement(backend, base.algorithm.servers)  # filled on rank 0
-    ddp = backend == "torch" and is_torch(base.workload.model)
+    ddp = ddp_rounds(backend, base.workload.model)
     variants: list[dict[str, Any]]
     if ddp:  # DDP's buckets of the model itself, and its whole gradient as one bucket (the table's two sizes)
         variants = [{"workload.buckets": b} for b in dict.fromkeys([base.workload.buckets, 1])]
@@ -250,7 +258,7 @@ def measure(
     return out if rank == 0 else None
 
 
-def table_rows(m: Measurement, P: int) -> list[tuple[str, int, float, float]]:
+def table_rows(m: Measurement, P: int) -> list[Row]:
     """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it; the sync
     rounds once more as ``allreduce``, which serves a kind the table has no rows of (at P ranks)."""
     pooled: dict[tuple[str, int, float], list[float]] = {}
@@ -261,7 +269,7 @@ def table_rows(m: Measurement, P: int) -> list[tuple[str, int, float, float]]:
     return rows
 
 
-def write_table(path: Path, rows: list[tuple[str, int, float, float]]) -> None:
+def write_table(path: Path, rows: list[Row]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(COLUMNS)
@@ -277,7 +285,7 @@ class KindFit:
     residual: float
 
 
-def fits(rows: list[tuple[str, int, float, float]]) -> list[KindFit]:
+def fits(rows: list[Row]) -> list[KindFit]:
     """``seconds ≈ overhead + bytes × slope`` per (kind, ranks) with at least two sizes."""
     out = []
     for key in sorted({(k, r) for k, r, _, _ in rows if k != ANY_KIND}):
@@ -294,8 +302,7 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
     lines = [
         f"collectives through the harness (--backend {m.backend}), blocks until the median of the last "
-        f"{STABLE_BLOCKS} moves < "
-        f"{tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
+        f"{STABLE_BLOCKS} moves < {tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
     ]
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
         lo, hi = figure.spread()
@@ -318,9 +325,7 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     return lines
 
 
-def server_gamma(
-    rows: list[tuple[str, int, float, float]], p2p: Callable[[float], float], servers: int
-) -> float | None:
+def server_gamma(rows: list[Row], p2p: Callable[[float], float], servers: int) -> float | None:
     """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
     service and the reply, so the service is the round less two messages of the shard (``p2p``, the fitted message
     time); the median over the sizes of service / shard, at least 0."""

@@ -55,6 +55,8 @@ from stragglerlab.simulator.scenario import Scenario, from_dict
 METRICS = ("mean_iteration", "p95_iteration", "throughput", "mean_wait", "wait_fraction", "mean_staleness")
 #: the error of the mean iteration time that validation aims for, per mode
 TARGETS = VALIDATION_TARGETS
+#: the sections of a calibrate fragment a simulation takes (:func:`read_calibration`): section -> key -> value
+Calibration = dict[str, dict[str, Any]]
 
 
 def measured_compute(run: Run) -> np.ndarray:
@@ -95,7 +97,7 @@ def trace_and_update(run: Run) -> tuple[np.ndarray, float]:
     return np.maximum(trace, 0.0), update
 
 
-def read_calibration(path: str | Path) -> dict[str, dict[str, Any]]:
+def read_calibration(path: str | Path) -> Calibration:
     """The sections of a ``stragglerlab calibrate`` fragment a simulation of a real run takes: ``network`` (its cost
     table, ``network.table``, made absolute: it is named relative to the fragment) and ``algorithm`` (the server's
     ``server_gamma``, where the fragment has it), their values checked as a scenario's."""
@@ -116,9 +118,7 @@ def read_calibration(path: str | Path) -> dict[str, dict[str, Any]]:
     return sections
 
 
-def timing_scenario(
-    stored: dict[str, Any], calibration: dict[str, dict[str, Any]] | None, **sections: dict[str, Any]
-) -> Scenario:
+def timing_scenario(stored: dict[str, Any], calibration: Calibration | None, **sections: dict[str, Any]) -> Scenario:
     """A stored (``meta.json``) scenario made timing-only, with the keys of ``calibration``'s sections, then of the
     given sections, replacing its own (validated like any scenario)."""
     raw = copy.deepcopy(stored)
@@ -128,7 +128,7 @@ def timing_scenario(
     return from_dict(raw, f"simulation of {stored['name']}")
 
 
-def trace_driven(run: Run, folder: Path, trace: Path, calibration: dict[str, dict[str, Any]] | None = None) -> Run:
+def trace_driven(run: Run, folder: Path, trace: Path, calibration: Calibration | None = None) -> Run:
     """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``."""
     make_folder(trace.parent)
     times, update = trace_and_update(run)
@@ -153,7 +153,7 @@ def base_compute(run: Run) -> np.ndarray:
     return np.maximum(measured / times.factors, 0.0)
 
 
-def predict(runs: Sequence[Run], other: Run, folder: Path, calibration: dict[str, dict[str, Any]] | None = None) -> Run:
+def predict(runs: Sequence[Run], other: Run, folder: Path, calibration: Calibration | None = None) -> Run:
     """Simulate ``other`` from ``runs`` only: its own scenario and imbalance, with the compute distribution fitted
     to the ``runs``' measured compute (their injection taken out), their mean update gap, and ``calibration``
     (default: the first run's network)."""
@@ -190,7 +190,7 @@ def _names(runs: Iterable[Run]) -> list[str]:
 
 
 def validate(
-    runs: Sequence[Run], out: Path, calibration: dict[str, dict[str, Any]] | None = None, others: Sequence[Run] = ()
+    runs: Sequence[Run], out: Path, calibration: Calibration | None = None, others: Sequence[Run] = ()
 ) -> tuple[pd.DataFrame, dict[str, list[Run]]]:
     """Trace-driven validation of every run of ``runs`` and, for each of ``others``, its out-of-sample prediction
     from ``runs``; ``calibration``: the sections of a calibrate fragment (:func:`read_calibration`), else each run's

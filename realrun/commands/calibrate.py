@@ -26,7 +26,6 @@ from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import calibrate
 from stragglerlab.realrun.commands.run import launch
-from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
 from stragglerlab.simulator.scenario import load
@@ -119,10 +118,10 @@ def collectives_options(args: argparse.Namespace, model: str) -> tuple[list[str]
     for name in names:
         if args.backend not in algorithms.get(name).exchanges:
             raise UserError(f"--algorithms: {name} has no {args.backend} exchange to time")
-    if args.backend == "torch" and is_torch(model):  # DDP's buckets of the model (roundtimes.measure)
+    if roundtimes.ddp_rounds(args.backend, model):
         if args.sizes is not None:
             raise UserError(f"--sizes: with --backend torch the rounds of {model} are DDP's buckets of its own size")
-        sizes = [0]
+        sizes = []
     else:
         try:
             given = args.sizes if args.sizes is not None else ",".join(map(str, roundtimes.SIZES))

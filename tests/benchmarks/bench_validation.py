@@ -108,12 +108,12 @@ def main() -> None:
         fragment.parent.mkdir(parents=True, exist_ok=True)
         if not args.calibrate_each:
             calibrate(args, P, fragment, "")
-            network = read_calibration(fragment)
+            calibration = read_calibration(fragment)
         for algorithm in args.algorithms:
             if args.calibrate_each:  # just before this algorithm's runs, at their message size only
                 fragment = out / f"P{P}" / f"calibration-{algorithm}.toml"
                 calibrate(args, P, fragment, algorithm)
-                network = read_calibration(fragment)
+                calibration = read_calibration(fragment)
             runs: dict[str, list] = {}
             for imbalance in IMBALANCES:
                 path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
@@ -127,7 +127,7 @@ def main() -> None:
                 other = next(i for i in IMBALANCES if i != imbalance)
                 val = out / f"P{P}" / "val" / f"{algorithm}-{imbalance}"
                 for k, real in enumerate(mine):
-                    calibrated, _ = validate([real], val / f"cal-{k}", network, others=[runs[other][k]])
+                    calibrated, _ = validate([real], val / f"cal-{k}", calibration, others=[runs[other][k]])
                     formulas, _ = validate([real], val / f"formulas-{k}", None)
                     trace = calibrated.set_index("mode").loc["trace"]
                     oos = calibrated.set_index("mode").loc["out-of-sample"]
@@ -217,12 +217,12 @@ def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
         gloo = out / "gloo.toml"
         stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "--max-blocks",
                      "5", "-o", str(gloo), "--force")  # fmt: skip
-        network = read_calibration(gloo)
+        calibration = read_calibration(gloo)
         errors, ks, real_mean = [], [], []
         for k in range(args.repeats):
             folder = out / f"run-{k}"
             stragglerlab("run", str(path), "--np", str(P), "--backend", "torch", "-o", str(folder), "--force")
-            table, _ = validate([load_run(folder)], out / f"val-{k}", network)
+            table, _ = validate([load_run(folder)], out / f"val-{k}", calibration)
             errors.append(table.loc[0, "mean_iteration_error"])
             ks.append(table.loc[0, "ks_wait"])
             real_mean.append(table.loc[0, "mean_iteration_real"])
