@@ -5,6 +5,9 @@ releases it, apply, go on. What happens between post and release is the algorith
 :mod:`.algorithms`), which the engine calls with every post and which calls back :meth:`Engine.release` and
 :meth:`Engine.after`.
 
+A call released at the very instant it posts (it waits for no exchange: a local step, a post whose round is done)
+returns after its software cost (``workload.call``, 0 by default) instead; a call that waited returns at its release.
+
 Ties are part of the semantics, not an accident of event order: every post made at one instant is resolved after the
 other posts of that instant, in increasing worker order; round completions come after everything else of their
 instant. So a post at exactly the time a data exchange starts is in it, and the first of several simultaneous posts
@@ -22,12 +25,31 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import simpy
 
-from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
 _BLOCK = 256  # iterations of compute times drawn at a time
+
+
+class _Blocks:
+    """A worker-iteration matrix (compute times, call costs) drawn a block of iterations at a time; a block is
+    dropped once every worker has gone past it."""
+
+    def __init__(self, source: ComputeTimes | CallCosts, iterations: int, position: list[int]):
+        self.source, self.iterations, self.position = source, iterations, position
+        self.blocks: dict[int, np.ndarray] = {}
+
+    def __call__(self, n: int, i: int) -> float:
+        b = n // _BLOCK
+        block = self.blocks.get(b)
+        if block is None:
+            oldest = min(self.position) // _BLOCK
+            for old in [k for k in self.blocks if k < oldest]:
+                del self.blocks[old]
+            block = self.blocks[b] = self.source.block(b * _BLOCK, min((b + 1) * _BLOCK, self.iterations))
+        return float(block[n - b * _BLOCK, i])
 
 
 class Call:
@@ -101,9 +123,11 @@ class Engine:
         self.env = simpy.Environment()
         self.sink = sink
         self.progress = progress
-        self.compute = ComputeTimes(scenario)
-        self._blocks: dict[int, np.ndarray] = {}  # compute times by block of _BLOCK iterations
         self._iteration = [0] * self.workers  # the iteration each worker is on
+        self.compute_time = _Blocks(ComputeTimes(scenario), self.iterations, self._iteration)
+        self.call_cost = _Blocks(CallCosts(scenario), self.iterations, self._iteration)
+        self.costly = scenario.workload.call is not None
+        self._returning = [0.0] * self.workers  # the software cost each worker's last call returns after
         self._posted: list[Call] = []
         self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
         self.applied = [0] * self.workers  # rounds each worker has applied to its model
@@ -121,30 +145,20 @@ class Engine:
             self.env.process(self._worker(i))
         self.env.run()
 
-    def compute_time(self, n: int, i: int) -> float:
-        """Worker ``i``'s compute time at iteration ``n``, drawn a block of iterations at a time; a block is
-        dropped once every worker has gone past it."""
-        b = n // _BLOCK
-        block = self._blocks.get(b)
-        if block is None:
-            oldest = min(self._iteration) // _BLOCK
-            for old in [k for k in self._blocks if k < oldest]:
-                del self._blocks[old]
-            block = self._blocks[b] = self.compute.block(b * _BLOCK, min((b + 1) * _BLOCK, self.iterations))
-        return float(block[n - b * _BLOCK, i])
-
-    def _start(self, i: int, n: int) -> Call:
-        """Worker ``i`` starts iteration ``n``: now for the first, after its update for the others."""
+    def _start(self, i: int, n: int, t_start: float) -> Call:
+        """Worker ``i`` starts iteration ``n`` at ``t_start``."""
         self._iteration[i] = n
-        call = Call(i, n, self.env.now + self.update if n else self.env.now, self.applied[i])
+        call = Call(i, n, t_start, self.applied[i])
         self._open[i].append(call)
         return call
 
     def _worker(self, i: int):
         env, process = self.env, self.process
         assert process is not None
-        call: Call | None = self._start(i, 0)
+        call: Call | None = self._start(i, 0, env.now)
         while call is not None:
+            if self._returning[i]:
+                yield env.timeout(self._returning[i])  # its last call's software cost
             if call.t_start > env.now:
                 yield env.timeout(self.update)
             yield env.timeout(self.compute_time(call.iteration, i))
@@ -180,15 +194,18 @@ class Engine:
             self.progress(emitted)
 
     def release(self, call: Call, applied: bool = True, last: bool = False) -> None:
-        """Return ``call`` to its worker now, which starts its next iteration; ``applied``: it returns with a
-        round's result to apply; ``last``: the time budget is spent, the worker stops here."""
-        call.t_done = self.env.now
-        i = call.worker
+        """Return ``call`` to its worker now (after its software cost when it posted now), which starts its next
+        iteration after its update; ``applied``: it returns with a round's result to apply; ``last``: the time
+        budget is spent, the worker stops here."""
+        now, i = self.env.now, call.worker
+        cost = self.call_cost(call.iteration, i) if self.costly and now == call.t_post else 0.0
+        call.t_done = now + cost
+        self._returning[i] = cost
         if applied:
             self.applied[i] += 1
         n = call.iteration + 1
         assert call.done is not None
-        call.done.succeed(self._start(i, n) if n < self.iterations and not last else None)
+        call.done.succeed(self._start(i, n, call.t_done + self.update) if n < self.iterations and not last else None)
 
     def after(self, delay: float, action: Callable[[], None]) -> None:
         """Run ``action`` ``delay`` seconds from now, after everything else of that instant (a round's completion

@@ -3,7 +3,8 @@
 Common random numbers: the time of worker i at iteration n is a pure function of the scenario's seed,
 i, n and the compute and imbalance models, never of the algorithm. Each iteration draws from its own streams
 (``SeedSequence(seed, spawn_key=(n, stream))``): one for the base compute time, where worker i takes the i-th draw
-(so its value does not depend on the number of workers either), one for the random-delay selection. Any block of
+(so its value does not depend on the number of workers either), one for the random-delay selection, and one for the
+software cost of the calls that wait for no exchange (``workload.call``, :class:`CallCosts`), drawn alike. Any block of
 iterations can therefore be produced on its own, in any order, by the simulator or by a real run's rank.
 """
 
@@ -19,7 +20,7 @@ from stragglerlab.simulator.keys import ScenarioError
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Compute, Imbalance, Scenario
 
-_BASE, _SLOW = 0, 1
+_BASE, _SLOW, _CALL = 0, 1, 2
 
 
 def _stream(seed: int, iteration: int, stream: int) -> np.random.Generator:
@@ -114,6 +115,31 @@ class ComputeTimes:
             out = np.empty((max(n1 - n0, 0), self.workers))
         for k, n in enumerate(range(n0, n1)):
             self.row(n, out[k])
+        return out
+
+
+class CallCosts:
+    """The software cost of each worker-iteration's call when it waits for no exchange (``workload.call``): the
+    time from its post to its return, drawn from the call stream as compute times are from theirs. All 0 without
+    ``workload.call``."""
+
+    def __init__(self, scenario: Scenario):
+        self.seed = scenario.seed
+        self.workers = scenario.workers
+        self.call: Compute | None = scenario.workload.call
+
+    def block(self, n0: int, n1: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Call costs of iterations ``n0 .. n1-1`` as an (n1 - n0) x workers matrix (``out`` when given)."""
+        if out is None:
+            out = np.empty((max(n1 - n0, 0), self.workers))
+        c = self.call
+        for k, n in enumerate(range(n0, n1)):
+            if c is None:
+                out[k] = 0.0
+            elif c.dist == "constant":
+                out[k] = c.mean
+            else:
+                out[k] = _draw_base(c, _stream(self.seed, n, _CALL), self.workers)
         return out
 
 

@@ -116,6 +116,8 @@ class Workload:
     hidden: tuple[int, ...] = key((64,), HIDDEN)  # mlp
     test_fraction: float = key(0.2, number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
     update: float = key(0.0, NONNEG)  # seconds of the optimizer step after each iteration
+    # the software cost of a call that waits for no exchange (a distribution, as compute); None: no cost
+    call: Compute | None = None
     buckets: int = key(1, POSITIVE_INT)  # sync: gradient buckets all-reduced while backward runs
     backward: float = key(2 / 3, number(lambda v: 0 < v <= 1, "a number in (0, 1]"))  # share of compute
 
@@ -196,9 +198,17 @@ class Scenario:
         return self.duration if self.duration > 0 else float("inf")
 
     def replace(self, **changes: Any) -> Scenario:
-        """A copy with dotted keys changed (``{"algorithm.name": "sync"}``), validated like ``--set``."""
+        """A copy with dotted keys changed (``{"algorithm.name": "sync"}``; None: back to the default), validated like
+        ``--set``."""
         raw = to_dict(self)
         for dotted, value in changes.items():
+            if value is None:
+                *path, name = dotted.split(".")
+                node = raw
+                for part in path:
+                    node = node.get(part, {})
+                node.pop(name, None)
+                continue
             _assign(raw, dotted, value, "replace()")
         return from_dict(raw, "replace()")
 
@@ -260,6 +270,7 @@ _SECTIONS: dict[str, type] = {
     "imbalance": Imbalance,
     "algorithm": Algorithm,
     "compute": Compute,
+    "call": Compute,
     "evals": Evals,
 }
 
@@ -340,6 +351,18 @@ def load(
     return from_dict(raw, origin, base, overridden)
 
 
+def _check_distribution(c: Compute | None, key: str, origins: Origins) -> None:
+    """A distribution table (``workload.compute``, ``workload.call``) has the parameter its ``dist`` needs."""
+    if c is None:
+        return
+    if c.dist in ("normal", "lognormal") and c.cv is None:
+        raise origins.fail(f"{key}.cv", None, f"given for dist = {c.dist} (coefficient of variation)")
+    if c.dist == "gamma" and c.cv is None and c.shape is None:
+        raise origins.fail(f"{key}.cv", None, "given (or shape) for dist = gamma")
+    if c.dist == "pareto" and (c.shape is None or c.shape <= 1):
+        raise origins.fail(f"{key}.shape", c.shape, "a number > 1 for dist = pareto (finite mean)")
+
+
 def _check_consistency(s: Scenario, origins: Origins) -> None:
     """Checks that involve more than one key."""
     P, record = s.workers, algorithms.get(s.algorithm.name)
@@ -349,13 +372,8 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         raise origins.fail("engine", s.engine, f"reference or auto: {record.name} has no fast kernel")
     if s.cluster.workers_per_node > P:
         raise origins.fail("cluster.workers_per_node", s.cluster.workers_per_node, f"at most cluster.workers = {P}")
-    c = s.workload.compute
-    if c.dist in ("normal", "lognormal") and c.cv is None:
-        raise origins.fail("workload.compute.cv", None, f"given for dist = {c.dist} (coefficient of variation)")
-    if c.dist == "gamma" and c.cv is None and c.shape is None:
-        raise origins.fail("workload.compute.cv", None, "given (or shape) for dist = gamma")
-    if c.dist == "pareto" and (c.shape is None or c.shape <= 1):
-        raise origins.fail("workload.compute.shape", c.shape, "a number > 1 for dist = pareto (finite mean)")
+    for name in ("compute", "call"):
+        _check_distribution(getattr(s.workload, name), f"workload.{name}", origins)
     w = s.workload
     train = w.samples - round(w.samples * w.test_fraction)
     if w.model in BUILTIN_MODELS and train // P < w.batch:

@@ -31,7 +31,7 @@ from stragglerlab.simulator.algorithms.gossip import KIND, TOPOLOGY, PeerCosts
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.engine import Call, Engine
-from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
+from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, returned
 from stragglerlab.simulator.topology import neighbours
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     while True:
         status, written = adpsgd_kernel(
             heap_t, heap_w, heap_len, parked, next_, t_start, free, window.base, peers,
-            window.times, window.start, window.post, window.done, window.round, window.fresh,
+            window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
             N, rules.update, rules.per_node, inter, intra, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
@@ -233,6 +233,7 @@ def adpsgd_kernel(
     base,
     peers,
     compute,
+    calls,
     r_start,
     r_post,
     r_done,
@@ -279,7 +280,7 @@ def adpsgd_kernel(
             start = max(t, free[j])
             done = start + (t_intra if w // per_node == j // per_node else t_inter)
             free[j] = done
-        r_done[k, w] = done
+        r_done[k, w] = returned(t, done, calls[k, w])
         r_round[k, w] = n
         r_fresh[k, w] = True
         out_round[written] = n
@@ -292,7 +293,7 @@ def adpsgd_kernel(
         written += 1
         next_[w] = n + 1
         if n + 1 < iterations and done < budget:
-            t_start[w] = done + update
+            t_start[w] = r_done[k, w] + update
             if k + 1 == rows:
                 parked[w] = True
                 return NEED_ROWS, written

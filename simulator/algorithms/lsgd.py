@@ -26,7 +26,7 @@ from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.engine import Call, Engine
-from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
+from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, returned
 from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
@@ -194,7 +194,7 @@ def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:
         state[L_BASE] = window.base
         status, written = lsgd_kernel(
             state, t_start, iteration, unresolved,
-            window.times, window.start, window.post, window.done, window.round, window.fresh,
+            window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
             N, rules.local_every, rules.global_every, rules.t_exchange, rules.update, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], is_global,
         )  # fmt: skip
@@ -222,6 +222,7 @@ def lsgd_kernel(
     iteration,
     unresolved,
     compute,
+    calls,
     r_start,
     r_post,
     r_done,
@@ -260,7 +261,19 @@ def lsgd_kernel(
         count = state[L_COUNT]
         target = min((count // local_every + 1) * local_every, (count // global_every + 1) * global_every)
         status, w = _lsgd_trigger(
-            target - count, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations, update
+            target - count,
+            t_start,
+            iteration,
+            before,
+            compute,
+            calls,
+            r_start,
+            r_post,
+            r_done,
+            base,
+            end,
+            iterations,
+            update,
         )
         if status != DONE:
             return status, written
@@ -285,8 +298,9 @@ def lsgd_kernel(
                     r_round[k, i] = m
                     r_fresh[k, i] = True
         for i in range(P):
-            r_done[iteration[i] + before[i] - base, i] = done
-            t_start[i] = done + update
+            k = iteration[i] + before[i] - base
+            r_done[k, i] = returned(r_post[k, i], done, calls[k, i])
+            t_start[i] = r_done[k, i] + update
             iteration[i] += before[i] + 1
             unresolved[i] = iteration[i]
         state[L_ROUND] = m + 1
@@ -296,12 +310,14 @@ def lsgd_kernel(
             return DONE, written
     # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
     # only once some worker's last iteration was computed
-    _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, r_start, r_post, r_done, update)
+    _lsgd_steps(t_start, iteration, np.full(P, iterations), base, compute, calls, r_start, r_post, r_done, update)
     return DONE, written
 
 
 @njit(cache=True)
-def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r_done, base, end, iterations, update):
+def _lsgd_trigger(
+    posts, t_start, iteration, before, compute, calls, r_start, r_post, r_done, base, end, iterations, update
+):
     """The worker whose post triggers the segment's exchange: the ``posts``-th post since the segment started, in
     the engine's order (time, then worker, then iteration); ``before[i]``: worker i's posts ahead of it (for the
     initiator, those before the trigger). Returns (status, worker); worker -1 when no exchange comes: some worker
@@ -319,7 +335,7 @@ def _lsgd_trigger(posts, t_start, iteration, before, compute, r_start, r_post, r
     if grow.max() > end:
         return NEED_ROWS, -1
     while True:
-        _lsgd_steps(t, reach, grow, base, compute, r_start, r_post, r_done, update)
+        _lsgd_steps(t, reach, grow, base, compute, calls, r_start, r_post, r_done, update)
         reach[:] = grow
         w = _lsgd_select(posts, iteration, reach, r_post, base, before)
         more = False
@@ -407,9 +423,10 @@ def _lsgd_select(posts, iteration, reach, r_post, base, before):
 
 
 @njit(cache=True)
-def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done, update):
-    """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post; t[i] ends
-    as the next start (the last post's time plus the update). Row by row across the workers, for locality."""
+def _lsgd_steps(t, first, last, base, compute, calls, r_start, r_post, r_done, update):
+    """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post (returning
+    after its call cost); t[i] ends as the next start (the last return plus the update). Row by row across the
+    workers, for locality."""
     for r in range((last - first).max()):
         for i in range(t.shape[0]):
             if first[i] + r < last[i]:
@@ -418,6 +435,7 @@ def _lsgd_steps(t, first, last, base, compute, r_start, r_post, r_done, update):
                 r_start[k, i] = x
                 x += compute[k, i]
                 r_post[k, i] = x
+                x += calls[k, i]
                 r_done[k, i] = x
                 t[i] = x + update
 

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numba import njit
 
-from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
@@ -35,6 +36,13 @@ ROUND_OUTPUT = {
     "contributors": np.int64,
     "fresh": np.int64,
 }
+
+
+@njit(cache=True)
+def returned(post, release, cost):
+    """When a call posted at ``post`` and released at ``release`` returns: after its software cost ``cost`` when it
+    was released the instant it posted (it waited for no exchange), else at its release."""
+    return post + cost if release == post else release
 
 
 def _block(
@@ -66,10 +74,11 @@ def _block(
 
 
 class _Window:
-    """Row buffers and compute times for iterations [base, base + size), slid forward as rows become final."""
+    """Row buffers, compute times and call costs (``calls``, all 0 without ``workload.call``) for iterations
+    [base, base + size), slid forward as rows become final."""
 
-    def __init__(self, compute: ComputeTimes, iterations: int, size: int):
-        self.compute, self.iterations, self.workers = compute, iterations, compute.workers
+    def __init__(self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int):
+        self.compute, self.call_costs, self.iterations, self.workers = compute, calls, iterations, compute.workers
         self.base, self.size = 0, size
         self._allocate(size)
         self._fill(0, min(size, iterations))
@@ -80,23 +89,34 @@ class _Window:
         self.round = np.full(shape, -1, dtype=np.int64)
         self.fresh = np.zeros(shape, dtype=np.bool_)
         self.times = np.zeros(shape)
+        self.calls = np.zeros(shape)
 
     def _fill(self, first: int, last: int) -> None:
-        """Compute times of iterations [first, last) into the window."""
+        """Compute times and call costs of iterations [first, last) into the window."""
         if last > first:
-            self.compute.block(first, last, out=self.times[first - self.base : last - self.base])
+            rows = slice(first - self.base, last - self.base)
+            self.compute.block(first, last, out=self.times[rows])
+            if self.call_costs.call is not None:
+                self.call_costs.block(first, last, out=self.calls[rows])
+
+    def released(self, last: int) -> np.ndarray:
+        """When the calls of iterations [base, last) were released: a call that returned after its software cost
+        was released at its post."""
+        count = last - self.base
+        post, done = self.post[:count], self.done[:count]
+        return np.where(done == post + self.calls[:count], post, done)
 
     def slide(self, final: int) -> None:
         """Drop the final rows [base, final) and move the rest to the front; double the window when none could be
         dropped."""
         shift = final - self.base
         keep = self.size - shift
-        buffers = (self.start, self.post, self.done, self.round, self.fresh, self.times)
+        buffers = (self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls)
         if shift == 0:
             self.size *= 2
             self._allocate(self.size)
         for new, old in zip(
-            (self.start, self.post, self.done, self.round, self.fresh, self.times), buffers, strict=True
+            (self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls), buffers, strict=True
         ):
             # one flat move: numpy would copy overlapping rows through a temporary
             new.reshape(-1)[: keep * self.workers] = old.reshape(-1)[shift * self.workers :]
@@ -121,7 +141,7 @@ class FastEngine:
     ):
         self.P, self.N = scenario.workers, scenario.iterations
         self.rows, self.rounds, self.progress = rows, rounds, progress
-        self.compute = ComputeTimes(scenario)
+        self.compute, self.calls = ComputeTimes(scenario), CallCosts(scenario)
         self.requested = window
 
     def run(self, kernel: Callable[[Any, FastEngine], None], rules: Any) -> None:
@@ -133,7 +153,7 @@ class FastEngine:
         return self.requested or max(64, 4 * stride, min(2048, 2**21 // self.P))
 
     def window(self, size: int) -> _Window:
-        return _Window(self.compute, self.N, size)
+        return _Window(self.compute, self.calls, self.N, size)
 
     @staticmethod
     def round_buffers(size: int) -> dict[str, np.ndarray]:

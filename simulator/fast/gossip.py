@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL
+from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, returned
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.gossip import GossipRules
@@ -39,7 +39,7 @@ def run(rules: GossipRules, fast: FastEngine) -> None:
     while True:
         status, written = gossip_kernel(
             state, t_start, window.base,
-            window.times, window.start, window.post, window.done, window.round, window.fresh,
+            window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
             rules.indptr, rules.index, rules.cost, rules.own, rules.update, N, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
@@ -58,6 +58,7 @@ def gossip_kernel(
     t_start,
     base,
     compute,
+    calls,
     r_start,
     r_post,
     r_done,
@@ -98,6 +99,7 @@ def gossip_kernel(
             r_start[k, i] = t_start[i]
             r_post[k, i] = t_start[i] + compute[k, i]
         posts = r_post[k]
+        first = np.inf  # the earliest exchange's completion
         for i in range(P):
             t = posts[i]
             done = t + own[s, i]
@@ -109,10 +111,11 @@ def gossip_kernel(
                 if group < 0 or posts[j] > posts[group]:
                     group = j
                 trigger = max(trigger, posts[j])
-            r_done[k, i] = done
+            first = min(first, done)
+            r_done[k, i] = returned(t, done, calls[k, i])
             r_round[k, i] = n
             r_fresh[k, i] = True
-            t_start[i] = done + update
+            t_start[i] = r_done[k, i] + update
             out_round[written] = n
             out_initiator[written] = i
             out_trigger[written] = trigger
@@ -122,5 +125,5 @@ def gossip_kernel(
             out_group[written] = group
             written += 1
         state[0] = n + 1
-        if r_done[k].min() >= budget:
+        if first >= budget:
             return DONE, written

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from stragglerlab.simulator.fast.engine import DONE, NEED_PENDING, NEED_ROWS, OUT_FULL
+from stragglerlab.simulator.fast.engine import DONE, NEED_PENDING, NEED_ROWS, OUT_FULL, returned
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.rounds import RoundRules
@@ -66,6 +66,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             pend_head,
             pend_len,
             window.times,
+            window.calls,
             window.start,
             window.post,
             window.done,
@@ -108,12 +109,12 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
         if pend_len.any():
             final = min(final, int(pend_n[np.arange(P), pend_head][pend_len > 0].min()))
         if rules.budget < np.inf:  # a row released after every round so far may be its worker's last
-            final = min(final, int(window.base + released_by(window.done[: final - window.base], last_done).min()))
+            final = min(final, int(window.base + released_by(window.released(final), last_done).min()))
         fast.flush(window, final, version)
         window.slide(final)
     if state[S_OVER]:  # each worker stops at its first release after the last round, or at its call of that round
         calls = state[S_ROUND] * stride
-        limit = np.minimum(window.base + released_by(window.done[: calls - window.base], last_done) + 1, calls)
+        limit = np.minimum(window.base + released_by(window.released(calls), last_done) + 1, calls)
         fast.flush(window, calls, version, limit)
         return
     if total * stride < N:
@@ -123,6 +124,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
         local_tail(
             t_start,
             window.times,
+            window.calls,
             window.start,
             window.post,
             window.done,
@@ -147,6 +149,7 @@ def round_kernel(
     pend_head,
     pend_len,
     compute,
+    calls,
     r_start,
     r_post,
     r_done,
@@ -201,7 +204,7 @@ def round_kernel(
         # local steps (local SGD), then the post of call m; the trigger: the fixed initiator's post, else the
         # quorum-th post (the last of all for a synchronous round)
         sync = is_sync[m]
-        _local_steps(t_start, first, call, base, compute, r_start, r_post, r_done, r_round, r_fresh, m, update)
+        _local_steps(t_start, first, call, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, m, update)
         for i in range(P):
             t = t_start[i]
             r_start[k, i] = t
@@ -237,12 +240,12 @@ def round_kernel(
                 fresh_count += 1
                 r_round[k, i] = m
                 r_fresh[k, i] = True
-                r_done[k, i] = done
-                t_start[i] = done + update
+                r_done[k, i] = returned(posts[i], done, calls[k, i])
+                t_start[i] = r_done[k, i] + update
             else:
                 r_round[k, i] = -1
                 r_fresh[k, i] = False
-                r_done[k, i] = max(posts[i], done)
+                r_done[k, i] = returned(posts[i], max(posts[i], done), calls[k, i])
                 t_start[i] = r_done[k, i] + update
                 if late_mode != DROP:
                     slot = (pend_head[i] + pend_len[i]) % R
@@ -349,10 +352,12 @@ def _select(a, q):
 
 
 @njit(cache=True)
-def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, carried_by, update):
-    """Every worker's iterations [first, last) as local steps from ``t_start[i]``, released at once; ``t_start[i]``
-    ends as the start of the next one (the last one's end plus the update). Row by row across the workers: a
-    worker's column of rows is far apart in memory."""
+def _local_steps(
+    t_start, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, carried_by, update
+):
+    """Every worker's iterations [first, last) as local steps from ``t_start[i]``, released at once (returning after
+    their call costs); ``t_start[i]`` ends as the start of the next one (the last one's end plus the update). Row by
+    row across the workers: a worker's column of rows is far apart in memory."""
     fresh = carried_by >= 0
     for n in range(first, last):
         k = n - base
@@ -361,6 +366,7 @@ def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r
             r_start[k, i] = t
             t = t + compute[k, i]
             r_post[k, i] = t
+            t = t + calls[k, i]
             r_done[k, i] = t
             r_round[k, i] = carried_by
             r_fresh[k, i] = fresh
@@ -368,9 +374,9 @@ def _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r
 
 
 @njit(cache=True)
-def local_tail(t_start, compute, r_start, r_post, r_done, r_round, r_fresh, first, last, base, update):
+def local_tail(t_start, compute, calls, r_start, r_post, r_done, r_round, r_fresh, first, last, base, update):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
-    _local_steps(t_start, first, last, base, compute, r_start, r_post, r_done, r_round, r_fresh, -1, update)
+    _local_steps(t_start, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, -1, update)
 
 
 @njit(cache=True)
@@ -391,8 +397,8 @@ def bucketed_end(starts, posts, buckets, backward, t_bucket):
 
 
 def released_by(done: np.ndarray, t: float) -> np.ndarray:
-    """Each worker's count of leading rows of ``done`` (release times, rows × workers) released no later than
-    ``t``."""
+    """Each worker's count of leading rows of ``done`` (release times, rows × workers: :meth:`~.engine._Window.
+    released`) released no later than ``t``."""
     after = done > t
     if not after.size:
         return np.zeros(done.shape[1], dtype=np.int64)

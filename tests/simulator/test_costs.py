@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from stragglerlab.simulator.costs import cost_model
-from stragglerlab.simulator.imbalance import ComputeTimes, released_eager_sgd_delays
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes, released_eager_sgd_delays
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.scenario import load
 from tests.helpers import run_tables, scenario
@@ -227,6 +228,94 @@ def test_each_iteration_starts_one_update_after_the_last_one_returned(name):
             - it["t_done"].to_numpy().reshape(s.workers, -1)[:, :-1]
         )
         assert np.allclose(gaps, 0.01, rtol=0, atol=1e-12) and (it.groupby("worker")["t_start"].first() == 0).all()
+
+
+C = 0.004  # a call's software cost
+
+
+def engines(name: str) -> list[str]:
+    """The engines that run ``name``: the fast one only where it has a kernel."""
+    return ["reference", "fast"] if algorithms.get(name).kernel is not None else ["reference"]
+
+
+@pytest.mark.parametrize("name", [r.name for r in algorithms.RECORDS])
+def test_a_call_that_waits_for_no_exchange_returns_after_its_software_cost(name):
+    s = scenario(
+        **{
+            "algorithm.name": name,
+            "cluster.workers": 4,
+            "algorithm.period": 3,
+            "algorithm.group_size": 2,
+            "algorithm.sync_period": 4,
+            "workload.update": 0.01,
+            "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+            "workload.call": {"dist": "constant", "mean": C},
+        }
+    )
+    for engine in engines(name):
+        it, _ = run_tables(s, engine)
+        bare, _ = run_tables(s.replace(**{"workload.call": None}), engine)
+        wait = it["wait"].to_numpy()
+        # a call released at its post in the run without costs returns C after it here; one that waited, at its
+        # release: every wait is C or at least a round's time (alpha > 0), and the costly ones are exactly where the
+        # calls were released at their posts (compared on a run with the same posts up to then: the first iteration)
+        assert np.all(np.isclose(wait, C, rtol=0, atol=1e-12) | (wait > 1e-6))
+        first = (it["iteration"] == 0).to_numpy()
+        assert np.array_equal(np.isclose(wait[first], C, rtol=0, atol=1e-12), (bare["wait"].to_numpy() == 0)[first])
+        gaps = it.groupby("worker").apply(lambda w: (w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1]))
+        assert all(np.allclose(g, 0.01, rtol=0, atol=1e-12) for g in gaps)
+
+
+def test_local_steps_and_a_solo_late_post_return_after_their_call_cost():
+    # local SGD, period 3: iterations 0, 1 are local steps (released at their posts), 2 calls the average
+    s = scenario(**{"algorithm.name": "local-sgd", "algorithm.period": 3, "cluster.workers": 2, "iterations": 3})
+    for engine in engines("local-sgd"):
+        it, rounds = run_tables(s.replace(**{"workload.call": {"dist": "constant", "mean": C}}), engine)
+        local = it[it["iteration"] < 2]
+        assert np.allclose(local["t_done"] - local["t_post"], C, rtol=0, atol=1e-12)
+        assert np.allclose(it.loc[it["iteration"] == 2, "t_done"], rounds["t_done"].iloc[0], rtol=0, atol=1e-12)
+    # eager-solo, worker 1 three times slower: its call 0 comes after round 0 completed and returns C later
+    s = scenario(
+        **{
+            "algorithm.name": "eager-solo",
+            "cluster.workers": 2,
+            "iterations": 1,
+            "imbalance.kind": "persistent",
+            "imbalance.factors": {"1": 3.0},
+            "workload.call": {"dist": "constant", "mean": C},
+        }
+    )
+    for engine in engines("eager-solo"):
+        it, rounds = run_tables(s, engine)
+        slow = it[it["worker"] == 1].iloc[0]
+        assert slow["t_post"] > rounds["t_done"].iloc[0] and slow["t_done"] == pytest.approx(slow["t_post"] + C)
+        assert it[it["worker"] == 0]["t_done"].iloc[0] == rounds["t_done"].iloc[0]
+
+
+def test_call_costs_are_common_random_numbers_and_change_nothing_where_every_call_waits():
+    s = scenario(
+        **{
+            "cluster.workers": 4,
+            "imbalance.kind": "random-delay",
+            "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+            "workload.call": {"dist": "lognormal", "mean": 1e-3, "cv": 0.8},
+        }
+    )
+    # every sync call waits for its round (alpha > 0): the tables are those without call costs
+    for engine in ("reference", "fast"):
+        a, ra = run_tables(s, engine)
+        b, rb = run_tables(s.replace(**{"workload.call": None}), engine)
+        pd.testing.assert_frame_equal(a, b)
+        pd.testing.assert_frame_equal(ra, rb)
+    # drawn per (seed, worker, iteration): a block is the same drawn alone, the compute times do not move, and the
+    # mean is the one asked for
+    costs = CallCosts(s)
+    whole = costs.block(0, 2000)
+    assert np.array_equal(whole[700:900], costs.block(700, 900))
+    assert np.array_equal(ComputeTimes(s).block(0, 50), ComputeTimes(s.replace(**{"workload.call": None})).block(0, 50))
+    assert whole.mean() == pytest.approx(1e-3, rel=0.05) and whole.std() / whole.mean() == pytest.approx(0.8, rel=0.1)
+    assert not np.array_equal(whole, CallCosts(s.replace(seed=s.seed + 1)).block(0, 2000))
+    assert not CallCosts(s.replace(**{"workload.call": None})).block(0, 10).any()
 
 
 def test_the_independent_draw_picks_each_worker_with_the_right_chance():

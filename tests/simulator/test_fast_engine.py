@@ -66,6 +66,9 @@ def scenarios(draw):
         # a time budget: none, or anywhere from before the first round to past the last
         "duration": draw(st.one_of(st.just(0.0), st.floats(0.001, 20.0))),
     }
+    call = draw(st.one_of(st.none(), compute_models))  # a call's software cost, where it waits for no exchange
+    if call is not None:
+        keys["workload.call"] = {**call, "mean": call["mean"] / 100}
     if keys["algorithm.name"] == "wagma" and keys["duration"] > 0:  # its budget ends at a global average
         keys["algorithm.sync_period"] = max(1, keys["algorithm.sync_period"])
     imbalance = draw(st.sampled_from(["none", "random-delay", "persistent"]))
@@ -106,6 +109,30 @@ def test_fast_equals_reference_for_every_option(name, late, sync_period):
             "imbalance.slow": [1, 4],
             "imbalance.delay": 0.7,
             "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+        },
+    )
+    assert_same_tables(s, window=8)
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
+@pytest.mark.parametrize("duration", [0.0, 3.0])
+def test_fast_equals_reference_with_call_costs(name, duration):
+    s = scenario(
+        iterations=60,
+        duration=duration,
+        **{
+            "algorithm.name": name,
+            "algorithm.sync_period": 5,
+            "algorithm.group_size": 3,
+            "algorithm.period": 3,
+            "algorithm.global_period": 6,
+            "cluster.workers": 6,
+            "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 3],
+            "imbalance.delay": 0.3,
+            "workload.update": 1e-3,
+            "workload.compute": {"dist": "lognormal", "mean": 0.1, "cv": 0.5},
+            "workload.call": {"dist": "lognormal", "mean": 0.01, "cv": 1.0},
         },
     )
     assert_same_tables(s, window=8)

@@ -123,6 +123,10 @@ MALFORMED = [
     ("[workload]\nbackward = 1.5", "workload.backward = 1.5: must be a number in (0, 1]"),
     ("[network]\noverhead = -1e-6", "network.overhead = -1e-06: must be a number >= 0"),
     ("[workload]\nupdate = -0.1", "workload.update = -0.1: must be a number >= 0"),
+    ('[workload]\ncall = { dist = "lognormal", mean = 1e-4 }', "workload.call.cv = None: must be given"),
+    ("[workload]\ncall = { mean = nan }", "workload.call.mean = nan: must be a number > 0"),
+    ("[workload]\ncall = { men = 1e-4 }", "unknown key workload.call.men"),
+    ("[workload]\ncall = 1e-4", "workload.call = 0.0001: must be a table"),
     ("duration = -1", "duration = -1: must be a number >= 0"),
     (
         '[imbalance]\nkind = "random-delay"\ndraw = "twice"',
