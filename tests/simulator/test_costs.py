@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes, released_eager_sgd_delays
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.scenario import load
@@ -262,7 +262,7 @@ def test_a_call_that_waits_for_no_exchange_returns_after_its_software_cost(name)
         assert np.all(np.isclose(wait, C, rtol=0, atol=1e-12) | (wait > 1e-6))
         first = (it["iteration"] == 0).to_numpy()
         assert np.array_equal(np.isclose(wait[first], C, rtol=0, atol=1e-12), (bare["wait"].to_numpy() == 0)[first])
-        gaps = it.groupby("worker").apply(lambda w: (w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1]))
+        gaps = it.groupby("worker").apply(lambda w: w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1])
         assert all(np.allclose(g, 0.01, rtol=0, atol=1e-12) for g in gaps)
 
 
