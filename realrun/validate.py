@@ -7,10 +7,14 @@
   injected imbalance (the sleep or burnt work of :mod:`.injection`) happens between ``t_start`` and ``t_post``, so it
   is part of the measured compute already: the trace replaces the scenario's imbalance instead of being added to it.
   What the simulation then predicts is everything else: waits, rounds, staleness, throughput.
+  A call that waits for no exchange (a local step, a post whose round is done) costs the harness its software time,
+  which the simulation takes as ``workload.call``: the distribution (:func:`call_model`) of the real waits of the calls
+  that a first simulation, without it, released at their posts (:func:`released_at_post`).
 - **Out-of-sample** (:func:`predict`): a second real run (say another injected delay) predicted from the first
   ones alone: its own scenario and imbalance, the first runs' network, and the compute-time distribution fitted to
   the first runs' measured compute with their own injection taken out (:func:`base_compute`; fitted like
-  ``stragglerlab calibrate`` fits it, :func:`stragglerlab.realrun.calibration.compute_model`).
+  ``stragglerlab calibrate`` fits it, :func:`stragglerlab.realrun.calibration.compute_model`), and the call cost
+  fitted to the first runs' calls that waited for no exchange.
 
 Simulations are timing-only (``workload.model = "none"`` with the real run's resolved ``workload.params``, so
 messages have the real model's size): validation compares timings, not training.
@@ -47,7 +51,7 @@ from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, Run, load_run
 from stragglerlab.realrun.calibration import compute_model
-from stragglerlab.simulator.imbalance import ComputeTimes
+from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, from_dict
 
@@ -128,14 +132,50 @@ def timing_scenario(stored: dict[str, Any], calibration: Calibration | None, **s
     return from_dict(raw, f"simulation of {stored['name']}")
 
 
-def trace_driven(run: Run, folder: Path, trace: Path, calibration: Calibration | None = None) -> Run:
-    """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``."""
+def released_at_post(real: Run, sim: Run, scenario: Scenario) -> np.ndarray:
+    """Which calls ``sim``, a simulation of ``real`` under ``scenario``, released at their posts (their wait is
+    exactly their drawn call cost, 0 without ``workload.call``), as a mask over ``real``'s iterations rows."""
+    drawn = CallCosts(scenario).block(0, scenario.iterations)
+    it = real.iterations[["worker", "iteration"]].merge(sim.iterations, on=["worker", "iteration"], how="left")
+    cost = drawn[it["iteration"].to_numpy(), it["worker"].to_numpy()]
+    return np.isclose(it["wait"].to_numpy(), cost, rtol=1e-9, atol=1e-12)
+
+
+def call_model(waits: np.ndarray) -> dict[str, Any] | None:
+    """The ``workload.call`` table of measured call costs (fitted as compute times are); None when there are none
+    (every call waited for an exchange) or they are all 0 (a simulated run)."""
+    return compute_model(waits) if waits.size and waits.mean() > 0 else None
+
+
+#: simulations that refit the call cost on the calls the previous one released at their posts, at most
+CALL_FITS = 3
+
+
+def trace_driven(run: Run, folder: Path, trace: Path, calibration: Calibration | None = None) -> tuple[Run, np.ndarray]:
+    """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``; also returns the
+    real waits of the calls it released at their posts, which give its call cost: found first on a simulation
+    without one, then again on the simulation with the cost fitted, until the calls found no longer change (a call
+    cost moves later posts, and with them which posts come after their round)."""
     make_folder(trace.parent)
     times, update = trace_and_update(run)
     np.save(trace, times)
     imbalance = {"kind": "trace", "file": str(trace.resolve())}
     scenario = timing_scenario(run.meta["scenario"], calibration, imbalance=imbalance, workload={"update": update})
-    return load_run(simulate(scenario, folder, replace=SIMULATED))
+    scenario = scenario.replace(**{"workload.call": None})
+    sim = load_run(simulate(scenario, folder, replace=SIMULATED))
+    released = released_at_post(run, sim, scenario)
+    waits = run.iterations["wait"].to_numpy()
+    for _ in range(CALL_FITS):
+        call = call_model(waits[released])
+        if call is None:
+            break
+        scenario = scenario.replace(**{"workload.call": call})
+        sim = load_run(simulate(scenario, folder, replace=SIMULATED))
+        found = released_at_post(run, sim, scenario)
+        if np.array_equal(found, released):
+            break
+        released = found
+    return sim, waits[released]
 
 
 def base_compute(run: Run) -> np.ndarray:
@@ -153,16 +193,22 @@ def base_compute(run: Run) -> np.ndarray:
     return np.maximum(measured / times.factors, 0.0)
 
 
-def predict(runs: Sequence[Run], other: Run, folder: Path, calibration: Calibration | None = None) -> Run:
+def predict(
+    runs: Sequence[Run],
+    other: Run,
+    folder: Path,
+    calibration: Calibration | None = None,
+    call: dict[str, Any] | None = None,
+) -> Run:
     """Simulate ``other`` from ``runs`` only: its own scenario and imbalance, with the compute distribution fitted
-    to the ``runs``' measured compute (their injection taken out), their mean update gap, and ``calibration``
-    (default: the first run's network)."""
+    to the ``runs``' measured compute (their injection taken out), their mean update gap, ``calibration``
+    (default: the first run's network) and ``call``, the ``workload.call`` found from them (default: none)."""
     compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
     gaps = np.concatenate([update_gaps(r).ravel() for r in runs])
     update = max(float(gaps.mean()), 0.0) if gaps.size else 0.0
     calibration = calibration or {"network": runs[0].meta["scenario"]["network"]}
     scenario = timing_scenario(other.meta["scenario"], calibration, workload={"compute": compute, "update": update})
-    return load_run(simulate(scenario, folder, replace=SIMULATED))
+    return load_run(simulate(scenario.replace(**{"workload.call": call}), folder, replace=SIMULATED))
 
 
 def compare(real: Run, sim: Run) -> dict[str, Any]:
@@ -207,10 +253,14 @@ def validate(
             )
     rows: list[dict] = []
     pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
+    costs = []
     for name, real in zip(_names(runs), runs, strict=True):
-        pairs["trace"] += [real, trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)]
+        sim, found = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
+        pairs["trace"] += [real, sim]
+        costs.append(found)
+    call = call_model(np.concatenate(costs))
     for name, other in zip(_names(others), others, strict=True):
-        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration)]
+        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration, call)]
     for mode, found in pairs.items():
         for real, sim in zip(found[::2], found[1::2], strict=True):
             rows.append(

@@ -5,6 +5,7 @@ trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the wai
     python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 40] [--compute 0.03]
                                                 [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
     python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]
+    python tests/benchmarks/bench_validation.py --revalidate [--ranks 2 3 4] [--repeats 2] [-o DIR]
 
 Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler
 imbalance, and the update gap); then per algorithm and
@@ -14,6 +15,10 @@ scenario's default network formulas), and predicted out of sample from the same 
 imbalance. Prints one Markdown row per (P, algorithm, imbalance): the real mean iteration time, each error as mean ±
 standard deviation over the K repeats, and whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of
 the waits ≤ 0.25); writes every row to DIR/validation.csv.
+
+``--revalidate``: no real run and no calibration; validates again the runs and calibrations a run of this benchmark
+left in DIR (``P<P>/runs``, ``P<P>/calibration-<algorithm>.toml`` or ``P<P>/calibration.toml``): what a change to the
+simulator or to validation does to the same real runs.
 
 ``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, a bucket cap of a quarter of its
 gradient, 10 ms random delays) against the simulated bucketed sync, trace-driven, with the backward share
@@ -33,7 +38,7 @@ import pandas as pd
 
 from stragglerlab.analysis.compare import KS_WAIT_TARGET, VALIDATION_TARGETS
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import read_calibration, validate
+from stragglerlab.realrun.validate import Calibration, read_calibration, validate
 from stragglerlab.simulator import algorithms
 
 IMBALANCES = {
@@ -97,6 +102,7 @@ def main() -> None:
         "--calibrate-each", action="store_true", help="calibrate just before each algorithm's runs (a changing load)"
     )
     parser.add_argument("--ddp", action="store_true", help="only the DDP comparison")
+    parser.add_argument("--revalidate", action="store_true", help="validate the runs already in DIR again")
     args = parser.parse_args()
     out = args.output
     if args.ddp:
@@ -104,52 +110,61 @@ def main() -> None:
         return
     rows = []
     for P in args.ranks:
-        fragment = out / f"P{P}" / "calibration.toml"
-        fragment.parent.mkdir(parents=True, exist_ok=True)
-        if not args.calibrate_each:
-            calibrate(args, P, fragment, "")
-            calibration = read_calibration(fragment)
+        shared = out / f"P{P}" / "calibration.toml"
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        each = args.calibrate_each if not args.revalidate else not shared.exists()  # one calibration per algorithm
+        if not each and not args.revalidate:
+            calibrate(args, P, shared, "")
         for algorithm in args.algorithms:
-            if args.calibrate_each:  # just before this algorithm's runs, at their message size only
-                fragment = out / f"P{P}" / f"calibration-{algorithm}.toml"
+            fragment = out / f"P{P}" / f"calibration-{algorithm}.toml" if each else shared
+            if each and not args.revalidate:  # just before this algorithm's runs, at their message size only
                 calibrate(args, P, fragment, algorithm)
-                calibration = read_calibration(fragment)
             runs: dict[str, list] = {}
             for imbalance in IMBALANCES:
                 path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
-                path.write_text(scenario_text(args, P, algorithm, imbalance))
+                if not args.revalidate:
+                    path.write_text(scenario_text(args, P, algorithm, imbalance))
                 runs[imbalance] = []
                 for k in range(args.repeats):
                     folder = out / f"P{P}" / "runs" / f"{algorithm}-{imbalance}-{k}"
-                    stragglerlab("run", str(path), "--np", str(P), "-o", str(folder), "--force")
+                    if not args.revalidate:
+                        stragglerlab("run", str(path), "--np", str(P), "-o", str(folder), "--force")
                     runs[imbalance].append(load_run(folder))
-            for imbalance, mine in runs.items():
-                other = next(i for i in IMBALANCES if i != imbalance)
-                val = out / f"P{P}" / "val" / f"{algorithm}-{imbalance}"
-                for k, real in enumerate(mine):
-                    calibrated, _ = validate([real], val / f"cal-{k}", calibration, others=[runs[other][k]])
-                    formulas, _ = validate([real], val / f"formulas-{k}", None)
-                    trace = calibrated.set_index("mode").loc["trace"]
-                    oos = calibrated.set_index("mode").loc["out-of-sample"]
-                    rows.append(
-                        {
-                            "P": P,
-                            "algorithm": algorithm,
-                            "imbalance": imbalance,
-                            "repeat": k,
-                            "mean_iteration_real": trace["mean_iteration_real"],
-                            "trace_error": trace["mean_iteration_error"],
-                            "trace_error_formulas": formulas.loc[0, "mean_iteration_error"],
-                            # predicting this run from the other imbalance's run
-                            "oos_error": oos["mean_iteration_error"],
-                            "ks_wait": trace["ks_wait"],
-                            "ks_wait_oos": oos["ks_wait"],
-                            "wait_fraction_real": trace["wait_fraction_real"],
-                            "wait_fraction_sim": trace["wait_fraction_sim"],
-                        }
-                    )
+            rows += validated(out / f"P{P}" / "val", P, algorithm, runs, read_calibration(fragment))
             pd.DataFrame(rows).to_csv(out / "validation.csv", index=False)
     report(pd.DataFrame(rows))
+
+
+def validated(val: Path, P: int, algorithm: str, runs: dict[str, list], calibration: Calibration) -> list[dict]:
+    """One row per real run of ``runs`` (per imbalance, the K repeats): trace-driven with ``calibration`` and with
+    the formulas, and out of sample from the same repeat under the other imbalance."""
+    rows = []
+    for imbalance, mine in runs.items():
+        other = next(i for i in IMBALANCES if i != imbalance)
+        for k, real in enumerate(mine):
+            where = val / f"{algorithm}-{imbalance}"
+            calibrated, _ = validate([real], where / f"cal-{k}", calibration, others=[runs[other][k]])
+            formulas, _ = validate([real], where / f"formulas-{k}", None)
+            trace = calibrated.set_index("mode").loc["trace"]
+            oos = calibrated.set_index("mode").loc["out-of-sample"]
+            rows.append(
+                {
+                    "P": P,
+                    "algorithm": algorithm,
+                    "imbalance": imbalance,
+                    "repeat": k,
+                    "mean_iteration_real": trace["mean_iteration_real"],
+                    "trace_error": trace["mean_iteration_error"],
+                    "trace_error_formulas": formulas.loc[0, "mean_iteration_error"],
+                    # predicting this run from the other imbalance's run
+                    "oos_error": oos["mean_iteration_error"],
+                    "ks_wait": trace["ks_wait"],
+                    "ks_wait_oos": oos["ks_wait"],
+                    "wait_fraction_real": trace["wait_fraction_real"],
+                    "wait_fraction_sim": trace["wait_fraction_sim"],
+                }
+            )
+    return rows
 
 
 def report(table: pd.DataFrame) -> None:

@@ -79,6 +79,26 @@ def test_trace_driven_reproduces_a_simulated_run_exactly(tmp_path, algorithm):
     assert pairs["trace"][1].meta["scenario"]["imbalance"]["kind"] == "trace"
 
 
+@pytest.mark.parametrize("algorithm", ["local-sgd", "eager-solo", "lsgd"])
+def test_the_cost_of_calls_that_wait_for_no_exchange_is_found_and_used(tmp_path, algorithm):
+    C = 0.002
+    call = {"workload.call": {"dist": "constant", "mean": C}}
+    real = simulated_real(tmp_path, "real", **{"algorithm.name": algorithm}, **call)
+    other = simulated_real(tmp_path, "other", **{"algorithm.name": algorithm, "imbalance.delay": 0.05}, **call)
+    released = np.isclose(real.iterations["wait"], C, rtol=0, atol=1e-12)
+    assert released.sum() > 10  # local steps, posts whose round was done: their wait is the call cost alone
+    table, pairs = validate([real], tmp_path / "val", others=[other])
+    for mode in ("trace", "out-of-sample"):
+        found = pairs[mode][1].meta["scenario"]["workload"]["call"]
+        assert found["dist"] == "constant" and found["mean"] == pytest.approx(C, rel=1e-9)
+    assert abs(table.set_index("mode").loc["trace", "mean_iteration_error"]) < 1e-9
+    waits = [r.iterations.set_index(["worker", "iteration"])["wait"].sort_index() for r in pairs["trace"]]
+    assert np.allclose(*waits, rtol=0, atol=1e-12)  # each call's wait, the call costs included
+    # without it the simulation returns those calls at their posts: the waits are far apart
+    bare = simulated_real(tmp_path, "bare", **{"algorithm.name": algorithm})
+    assert (bare.iterations["wait"] == 0).sum() == released.sum() or algorithm == "eager-solo"
+
+
 def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
     original = simulated_real(tmp_path, "original", **{"algorithm.name": "sync"})
     perturbed = as_real(original.path, tmp_path / "perturbed", stretched(2.0))
