@@ -255,9 +255,9 @@ def validate(
     pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
     costs = []
     for name, real in zip(_names(runs), runs, strict=True):
-        sim, found = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
+        sim, waits = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
         pairs["trace"] += [real, sim]
-        costs.append(found)
+        costs.append(waits)
     call = call_model(np.concatenate(costs))
     for name, other in zip(_names(others), others, strict=True):
         pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration, call)]
