@@ -65,7 +65,7 @@ from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.fast.rounds import bucketed_end
-from stragglerlab.simulator.measured import ANY_KIND, COLUMNS
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, GOSSIP
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
 from stragglerlab.simulator.scenario import Scenario
 
@@ -108,6 +108,10 @@ class RecordingCosts:
 
     def p2p(self, n, intra=False):
         return self.formulas.p2p(n, intra)
+
+    def gossip(self, n, ranks, messages, intra=False):
+        self.ranks.setdefault(GOSSIP, ranks)
+        return self.formulas.gossip(n, ranks, messages, intra)
 
     def describe(self, p, n):
         return self.formulas.describe(p, n)

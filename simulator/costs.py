@@ -36,6 +36,11 @@ class CostModel(Protocol):
         """One message of ``n`` bytes (between two ranks of one node when ``intra``)."""
         ...
 
+    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
+        """A gossip exchange between two of ``ranks`` ranks once both have posted: ``messages`` messages of ``n``
+        bytes, one after the other (d-psgd's and sgp's model, ad-psgd's request and reply)."""
+        ...
+
     def describe(self, p: int, n: float) -> dict[str, float | str]:
         """Figures a run records in its ``meta.json`` for messages of ``n`` bytes among ``p`` ranks."""
         ...

@@ -2,12 +2,15 @@
 
 ``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds
 kind: ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no
-rows of its own), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated linearly in
-log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not measured,
-or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas. The
-activation token, point-to-point messages and the lower bound still come from ``[network]``'s alpha and beta, and so
-does the contention between concurrent rounds: a table measured through the real harness already holds the
-contention its measurements met.
+rows of its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is
+interpolated linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count
+that was not measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with
+the formulas. ``gossip`` rows, where the table has them at the run's rank count, are the whole time of one gossip
+exchange once the models it needs are posted (as the real harness meets it: far more than two messages of alpha and
+beta where a peer's communication thread serves the exchange), and replace the messages the formulas count; without
+them a gossip exchange is counted in messages. The activation token, the other point-to-point messages and the lower
+bound still come from ``[network]``'s alpha and beta, and so does the contention between concurrent rounds: a table
+measured through the real harness already holds the contention its measurements met.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from stragglerlab.simulator.network import NetworkModel, Ranks
 
 COLUMNS = ("kind", "ranks", "bytes", "seconds")
 ANY_KIND = "allreduce"
+GOSSIP = "gossip"
 
 
 def read_table(path: Path, origin: str = "network.table") -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
@@ -72,16 +76,18 @@ class MeasuredModel:
                 f"network.table = {self.name}: no {kind} rounds measured over {p} ranks (measured: "
                 f"{', '.join(map(str, counts)) or 'none of this kind'})"
             )
+        return self._interpolated(key, nbytes) + self.formulas.overhead
+
+    def _interpolated(self, key: tuple[str, int], nbytes: float) -> float:
         sizes, seconds = self.table[key]
         if not sizes[0] <= nbytes <= sizes[-1]:
             raise ScenarioError(
                 f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {key[0]} "
-                f"rounds measured over {p} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes)"
+                f"rounds measured over {key[1]} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes)"
             )
         if len(sizes) == 1:
-            return float(seconds[0]) + self.formulas.overhead
-        interpolated = np.interp(math.log(nbytes), np.log(sizes), np.log(seconds))
-        return float(math.exp(interpolated)) + self.formulas.overhead
+            return float(seconds[0])
+        return float(math.exp(np.interp(math.log(nbytes), np.log(sizes), np.log(seconds))))
 
     def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
         return [self.collective(kind, nbytes, g) for g in groups]
@@ -91,6 +97,11 @@ class MeasuredModel:
 
     def p2p(self, n: float, intra: bool = False) -> float:
         return self.formulas.p2p(n, intra)
+
+    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
+        if (GOSSIP, ranks) in self.table:
+            return self._interpolated((GOSSIP, ranks), n)
+        return self.formulas.gossip(n, ranks, messages, intra)
 
     def describe(self, p: int, n: float) -> dict[str, float | str]:
         return {**self.formulas.describe(p, n), "table": self.name}

@@ -115,6 +115,10 @@ class NetworkModel:
         """One message of ``n`` bytes: alpha + n·beta (intra-node links when ``intra``)."""
         return (self.intra_alpha + n * self.intra_beta) if intra else (self.alpha + n * self.beta)
 
+    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
+        """A gossip exchange: ``messages`` point-to-point messages of ``n`` bytes."""
+        return messages * self.p2p(n, intra)
+
     def activation(self, p: int) -> float:
         """The activation token's binomial-tree broadcast over ``p`` ranks: ⌈log2 p⌉·alpha."""
         return log2ceil(p) * self.alpha

@@ -50,6 +50,7 @@ class AdPsgdRules(PeerCosts):
     """Each worker's neighbours, the peer of each exchange and what an exchange costs."""
 
     kind = KIND
+    messages = 2  # a request and its reply
 
     def __init__(self, scenario, costs):
         super().__init__(scenario, costs)
@@ -72,7 +73,7 @@ class AdPsgdRules(PeerCosts):
 
     def exchange_time(self, i: int, j: int) -> float:
         """A request and a reply between ``i`` and ``j``."""
-        return 2 * self.p2p(i, j)
+        return self.p2p(i, j)
 
 
 class AdPsgdProcess:
@@ -158,7 +159,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     out = fast.round_buffers(max(P, 1 << 16))
     group = np.zeros(len(out["round"]), dtype=np.int64)
     kind = np.full(len(group), rules.kind, dtype=object)
-    inter, intra = (2 * rules.link[shared] for shared in (False, True))  # what exchange_time gives
+    inter, intra = (rules.link[shared] for shared in (False, True))  # what exchange_time gives
 
     def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
         return iteration

@@ -47,7 +47,10 @@ TOPOLOGY = Key(
 
 
 class PeerCosts:
-    """Point-to-point times of one model between two ranks, from the cost model (intra-node links inside a node)."""
+    """The time of one exchange between two ranks once both have posted, from the cost model (intra-node links inside
+    a node): ``messages`` models one after the other, or the measured gossip exchange (:mod:`..measured`)."""
+
+    messages = 1
 
     def __init__(self, scenario: Scenario, costs: CostModel):
         self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
@@ -55,10 +58,11 @@ class PeerCosts:
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.budget = scenario.budget  # the time budget (infinity: none)
         self.per_node = scenario.cluster.workers_per_node
-        self.link = {intra: costs.p2p(self.nbytes, intra) for intra in (False, True)}  # by: both ends on one node
+        # by: both ends on one node
+        self.link = {intra: costs.gossip(self.nbytes, self.P, self.messages, intra) for intra in (False, True)}
 
     def p2p(self, i: int, j: int) -> float:
-        """One model from ``i`` to ``j``."""
+        """An exchange between ``i`` and ``j``."""
         return self.link[i // self.per_node == j // self.per_node]
 
 

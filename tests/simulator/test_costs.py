@@ -158,6 +158,43 @@ def test_a_measured_table_at_and_between_its_points(tmp_path):
             model.collective("sync", nbytes, ranks)
 
 
+@pytest.mark.parametrize("name", ["d-psgd", "sgp", "ad-psgd"])
+def test_a_measured_gossip_exchange_replaces_the_messages_the_formulas_count(tmp_path, name):
+    P, n, T = 4, 4e5, 7e-4  # a measured exchange of 400 kB among 4 ranks
+    keys = {
+        "algorithm.name": name,
+        "cluster.workers": P,
+        "workload.params": int(n / 4),
+        "network.alpha": A,
+        "network.beta": B,
+        "imbalance.kind": "random-delay",
+        "workload.compute": {"dist": "lognormal", "mean": 0.02, "cv": 0.3},
+    }
+    formulas = costs(**keys)
+    messages = 2 if name == "ad-psgd" else 1  # a request and its reply; one model
+    assert formulas.gossip(n, P, messages) == pytest.approx(messages * (A + n * B), rel=1e-12)
+    table = write_table(
+        tmp_path / "costs.csv", [("gossip", P, 1e5, T / 2), ("gossip", P, 1e6, 2 * T), ("sync", P, 1e5, 1)]
+    )
+    measured = {**keys, "network.table": str(table)}
+    assert costs(**measured).gossip(n, P, messages) == pytest.approx(T / 2 * 4 ** math.log10(4), rel=1e-9)
+    # without gossip rows at this rank count, the formulas' messages
+    other = write_table(tmp_path / "other.csv", [("gossip", 3, 1e5, T), ("sync", P, 1e5, 1)])
+    assert costs(**{**keys, "network.table": str(other)}).gossip(n, P, messages) == formulas.gossip(n, P, messages)
+    # the rules take the whole exchange from the table: each worker's exchange ends that long after the last of the
+    # posts it waits for (d-psgd: its own and its neighbours'; sgp: its source's, or its own; ad-psgd: the exchange
+    # start), in both engines
+    T_measured = costs(**measured).gossip(n, P, messages)
+    for engine in engines(name):
+        it, rounds = run_tables(scenario(**measured), engine)
+        ends = rounds["t_done"] - rounds["t_trigger"]
+        if name == "sgp":  # released at its own post when its source's model came before
+            assert np.all(np.isclose(ends, T_measured, rtol=1e-9) | (ends < T_measured))
+        else:
+            assert np.allclose(ends, T_measured, rtol=1e-9)
+        assert len(it) == P * scenario(**measured).iterations
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
