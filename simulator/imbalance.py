@@ -64,6 +64,14 @@ def _draw_base(c: Compute, rng: np.random.Generator, size: int) -> np.ndarray:
     return rng.gamma(k, c.mean / k, size)
 
 
+def _draw_row(c: Compute, seed: int, n: int, stream: int, out: np.ndarray) -> None:
+    """Iteration ``n``'s draws of ``c`` for every worker, from its ``stream``, into ``out``."""
+    if c.dist == "constant":
+        out.fill(c.mean)
+    else:
+        out[:] = _draw_base(c, _stream(seed, n, stream), len(out))
+
+
 class ComputeTimes:
     """Compute time of each worker-iteration: ``block(n0, n1)`` is the (n1 - n0) x workers matrix."""
 
@@ -86,10 +94,7 @@ class ComputeTimes:
         if self.trace is not None:
             out[:] = self.trace[n % len(self.trace)]
             return out
-        if self.compute.dist == "constant":
-            out.fill(self.compute.mean)
-        else:
-            out[:] = _draw_base(self.compute, _stream(self.seed, n, _BASE), self.workers)
+        _draw_row(self.compute, self.seed, n, _BASE, out)
         if self.imbalance.kind == "persistent":
             out *= self.factors
         elif self.imbalance.kind == "random-delay":
@@ -132,14 +137,11 @@ class CallCosts:
         """Call costs of iterations ``n0 .. n1-1`` as an (n1 - n0) x workers matrix (``out`` when given)."""
         if out is None:
             out = np.empty((max(n1 - n0, 0), self.workers))
-        c = self.call
+        if self.call is None:
+            out.fill(0.0)
+            return out
         for k, n in enumerate(range(n0, n1)):
-            if c is None:
-                out[k] = 0.0
-            elif c.dist == "constant":
-                out[k] = c.mean
-            else:
-                out[k] = _draw_base(c, _stream(self.seed, n, _CALL), self.workers)
+            _draw_row(self.call, self.seed, n, _CALL, out[k])
         return out
 
 

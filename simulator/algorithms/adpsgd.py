@@ -71,10 +71,6 @@ class AdPsgdRules(PeerCosts):
         pick = (splitmix(h[None, :], n) % deg.astype(np.uint64)).astype(np.int64)
         return flat[np.cumsum(deg) - deg + pick]
 
-    def exchange_time(self, i: int, j: int) -> float:
-        """A request and a reply between ``i`` and ``j``."""
-        return self.p2p(i, j)
-
 
 class AdPsgdProcess:
     """The reference engine's side: each worker's communication thread as the time it is next free; posts come in
@@ -159,7 +155,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     out = fast.round_buffers(max(P, 1 << 16))
     group = np.zeros(len(out["round"]), dtype=np.int64)
     kind = np.full(len(group), rules.kind, dtype=object)
-    inter, intra = (rules.link[shared] for shared in (False, True))  # what exchange_time gives
+    inter, intra = (rules.link[shared] for shared in (False, True))  # what exchange_time gives: request and reply
 
     def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
         return iteration

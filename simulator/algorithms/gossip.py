@@ -6,9 +6,10 @@ neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), 
 
     t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
 
-with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node) and own(i) = max_j p2p(i, j)
-when i waits for its sends (0 otherwise). With equal links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j))
-+ p2p. A worker without peers (one worker) is released at its post.
+with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node; a measured table's gossip
+exchange where it has one, :class:`PeerCosts`) and own(i) = max_j p2p(i, j) when i waits for its sends (0
+otherwise). With equal links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j)) + p2p. A worker without peers
+(one worker) is released at its post.
 
 Each exchange is one ``rounds`` row (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the latest post
 among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (everyone's iteration n), ``group`` the
@@ -61,7 +62,7 @@ class PeerCosts:
         # by: both ends on one node
         self.link = {intra: costs.gossip(self.nbytes, self.P, self.messages, intra) for intra in (False, True)}
 
-    def p2p(self, i: int, j: int) -> float:
+    def exchange_time(self, i: int, j: int) -> float:
         """An exchange between ``i`` and ``j``."""
         return self.link[i // self.per_node == j // self.per_node]
 
