@@ -13,7 +13,10 @@ A round's time is the least wait (``t_done − t_post``, each on one
 rank's own clock) among the calls by which the ranks joined it fresh (each rank's last fresh call the round carried):
 the last poster of a synchronous round or of an LSGD exchange, whose wait is the exchange alone; in an asynchronous
 round every fresh call was posted before the exchange took it, so the least wait is again the exchange (the initiator's,
-or a call posted as it started); the first two rounds of each run are a warm-up and dropped. So it is the exchange with
+or a call posted as it started). Where each of a round's rows carries a single fresh call (ad-psgd: every worker's
+iteration n is its own exchange with its own peer, which the rounds table numbers n alike), every such call's wait is
+an exchange's time: the least of the P would be their minimum. The first two rounds of each run are a warm-up and
+dropped. So it is the exchange with
 its whole software cost as the rank meets it, up to the moment the rank has control again (on a loaded machine a good
 fraction of a millisecond after the core has finished), the activation token of an asynchronous round included (a few
 microseconds, which the simulation adds again from alpha and beta). Differences of two ranks' clocks are never used:
@@ -49,6 +52,7 @@ overhead already, so the fragment sets ``network.overhead = 0``.
 from __future__ import annotations
 
 import csv
+import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +69,7 @@ from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.fast.rounds import bucketed_end
-from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, GOSSIP
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, GOSSIP, SPREAD
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
 from stragglerlab.simulator.scenario import Scenario
 
@@ -77,8 +81,10 @@ FLAG_RESIDUAL = 0.20
 #: ``--balanced``: rounds back to back, no imbalance
 BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
-#: a row of the cost table: kind, ranks, bytes, seconds
-Row = tuple[str, int, float, float]
+#: a row of the cost table: kind, ranks, bytes, seconds, cv
+Row = tuple[str, int, float, float, float]
+#: the interquartile range of a standard normal, in standard deviations
+NORMAL_IQR = 1.3489795
 
 
 def ddp_rounds(backend: str, model: str) -> bool:
@@ -102,6 +108,9 @@ class RecordingCosts:
     def concurrent(self, kind, nbytes, groups):
         self.ranks[kind] = max(len(g) for g in groups)
         return [self.formulas.collective(kind, nbytes, g) for g in groups]
+
+    def spread(self, kind, nbytes, ranks):
+        return self.formulas.spread(kind, nbytes, ranks)
 
     def activation(self, p):
         return self.formulas.activation(p)
@@ -158,7 +167,11 @@ def block_times(folder: Path, ddp: bool = False) -> tuple[dict[str, np.ndarray],
     kinds = run.rounds.drop_duplicates("round").set_index("round")["kind"]  # gossip: a row per initiator
     joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
     last = joined.tail(1)
-    least = last.loc[last.groupby("round")["wait"].idxmin()].set_index("round")
+    # a round whose every row carries one fresh call is many exchanges, one per initiator (ad-psgd): each counts
+    single = run.rounds.groupby("round")["fresh"].max().le(1)
+    own = last["round"].map(single).fillna(False).to_numpy(dtype=bool)
+    shared = last[~own]
+    least = pd.concat([last[own], shared.loc[shared.groupby("round")["wait"].idxmin()]]).set_index("round")
     wait = least["wait"]
     if ddp:
         backward = workload["backward"]
@@ -262,22 +275,36 @@ def measure(
     return out if rank == 0 else None
 
 
+def spread(samples: Sequence[float]) -> float:
+    """The cv of single rounds: that of the lognormal whose interquartile range is the samples' (sigma = ln(q75 / q25)
+    / 1.349). **(choice)** Quartiles, not the standard deviation: under load a few rounds take several milliseconds,
+    which the table's mean holds already, and which would otherwise set the spread of every round."""
+    q25, q75 = np.percentile(samples, [25, 75])
+    if len(samples) < 4 or q25 <= 0:
+        return 0.0
+    sigma = math.log(q75 / q25) / NORMAL_IQR
+    return math.sqrt(math.expm1(sigma**2))
+
+
 def table_rows(m: Measurement, P: int) -> list[Row]:
-    """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it; the sync
-    rounds once more as ``allreduce``, which serves a kind the table has no rows of (at P ranks)."""
+    """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it and the spread
+    of their single rounds (:func:`spread`); the sync rounds once more as ``allreduce``, which serves a kind the table
+    has no rows of (at P ranks)."""
     pooled: dict[tuple[str, int, float], list[float]] = {}
     for (_, kind, ranks, nbytes), figure in m.rounds.items():
         pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
-    rows = [(kind, ranks, nbytes, float(np.mean(v))) for (kind, ranks, nbytes), v in sorted(pooled.items())]
-    rows += [(ANY_KIND, r, b, s) for kind, r, b, s in list(rows) if kind == "sync" and r == P]
+    rows = [(*key, float(np.mean(v)), spread(v)) for key, v in sorted(pooled.items())]
+    rows += [(ANY_KIND, *row[1:]) for row in list(rows) if row[0] == "sync" and row[1] == P]
     return rows
 
 
 def write_table(path: Path, rows: list[Row]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
-        writer.writerows((kind, ranks, nbytes, f"{seconds:.6e}") for kind, ranks, nbytes, seconds in rows)
+        writer.writerow((*COLUMNS, SPREAD))
+        writer.writerows(
+            (kind, ranks, nbytes, f"{seconds:.6e}", f"{cv:.4f}") for kind, ranks, nbytes, seconds, cv in rows
+        )
 
 
 @dataclass
@@ -292,9 +319,9 @@ class KindFit:
 def fits(rows: list[Row]) -> list[KindFit]:
     """``seconds ≈ overhead + bytes × slope`` per (kind, ranks) with at least two sizes."""
     out = []
-    for key in sorted({(k, r) for k, r, _, _ in rows if k != ANY_KIND}):
-        sizes = np.array([b for k, r, b, _ in rows if (k, r) == key], dtype=float)
-        t = np.array([s for k, r, _, s in rows if (k, r) == key])
+    for key in sorted({(k, r) for k, r, *_ in rows if k != ANY_KIND}):
+        sizes = np.array([b for k, r, b, *_ in rows if (k, r) == key], dtype=float)
+        t = np.array([s for k, r, _, s, *_ in rows if (k, r) == key])
         if len(sizes) < 2:
             continue
         fit = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t)
@@ -333,7 +360,7 @@ def server_gamma(rows: list[Row], p2p: Callable[[float], float], servers: int) -
     """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
     service and the reply, so the service is the round less two messages of the shard (``p2p``, the fitted message
     time); the median over the sizes of service / shard, at least 0."""
-    found = [(t - 2 * p2p(b / servers)) / (b / servers) for kind, _, b, t in rows if kind == PUSH]
+    found = [(t - 2 * p2p(b / servers)) / (b / servers) for kind, _, b, t, *_ in rows if kind == PUSH]
     return max(float(np.median(found)), 0.0) if found else None
 
 

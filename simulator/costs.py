@@ -28,6 +28,12 @@ class CostModel(Protocol):
         """The data exchanges of rounds that run at the same time, one per group of ranks."""
         ...
 
+    def spread(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> float:
+        """The coefficient of variation of single exchanges of ``kind`` (a rounds kind, ``gossip`` or ``push``): 0
+        when each takes exactly its time, else each takes its time times a lognormal factor of mean 1 and this cv,
+        drawn per exchange from the scenario's seed."""
+        ...
+
     def activation(self, p: int) -> float:
         """An activation token's broadcast to ``p`` ranks."""
         ...

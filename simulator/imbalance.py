@@ -6,6 +6,9 @@ i, n and the compute and imbalance models, never of the algorithm. Each iteratio
 (so its value does not depend on the number of workers either), one for the random-delay selection, and one for the
 software cost of the calls that wait for no exchange (``workload.call``, :class:`CallCosts`), drawn alike. Any block of
 iterations can therefore be produced on its own, in any order, by the simulator or by a real run's rank.
+
+The spread of exchange times (:class:`ExchangeSpread`) comes from streams of its own as well: one standard normal
+draw per round index, and one per worker-iteration, which an exchange's cv turns into its factor.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from stragglerlab.simulator.keys import ScenarioError
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Compute, Imbalance, Scenario
 
-_BASE, _SLOW, _CALL = 0, 1, 2
+_BASE, _SLOW, _CALL, _ROUND, _WORKER = 0, 1, 2, 3, 4
+KEPT_ROWS = 256  # of the worker stream, for the reference engine, which asks for an exchange's factor at a time
 
 
 def _stream(seed: int, iteration: int, stream: int) -> np.random.Generator:
@@ -143,6 +147,56 @@ class CallCosts:
         for k, n in enumerate(range(n0, n1)):
             _draw_row(self.call, self.seed, n, _CALL, out[k])
         return out
+
+
+def lognormal_factor(z: np.ndarray | float, cv: float) -> np.ndarray | float:
+    """The lognormal factor of mean 1 and coefficient of variation ``cv`` for standard normal draws ``z``: exactly
+    1 when ``cv`` is 0."""
+    sigma2 = np.log1p(cv**2)
+    return np.exp(np.sqrt(sigma2) * z - sigma2 / 2)
+
+
+class ExchangeSpread:
+    """The factors by which single exchanges vary about the cost model's time (its ``spread``, a cv per exchange
+    kind): a lognormal of mean 1 and that cv. An exchange that rounds number (a round, an LSGD exchange) takes the
+    first draw of its index's round stream; a worker's own exchange at iteration n (gossip, ad-psgd, a push to the
+    server) takes the worker's draw of iteration n's worker stream. No draw is made where the cv is 0."""
+
+    def __init__(self, scenario: Scenario):
+        self.seed = scenario.seed
+        self.workers = scenario.workers
+        self._rows: dict[int, np.ndarray] = {}
+
+    def rounds(self, cvs: np.ndarray) -> np.ndarray:
+        """The factors of exchanges 0 .. len(cvs) − 1, exchange m's of cv ``cvs[m]``."""
+        out = np.ones(len(cvs))
+        for m in np.flatnonzero(cvs > 0):
+            out[m] = lognormal_factor(_stream(self.seed, int(m), _ROUND).standard_normal(), float(cvs[m]))
+        return out
+
+    def block(self, cv: float, n0: int, n1: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The factors of every worker's exchange at iterations ``n0 .. n1-1``, an (n1 - n0) x workers matrix
+        (``out`` when given)."""
+        if out is None:
+            out = np.empty((max(n1 - n0, 0), self.workers))
+        if cv == 0:
+            out.fill(1.0)
+            return out
+        for k, n in enumerate(range(n0, n1)):
+            out[k] = lognormal_factor(self._normals(n), cv)
+        return out
+
+    def at(self, cv: float, n: int, worker: int) -> float:
+        """The factor of ``worker``'s exchange at iteration ``n`` (the reference engine's)."""
+        return float(lognormal_factor(self._normals(n)[worker], cv)) if cv > 0 else 1.0
+
+    def _normals(self, n: int) -> np.ndarray:
+        """Iteration ``n``'s draws of the worker stream (kept while the iterations around it run)."""
+        if n not in self._rows:
+            if len(self._rows) > 4 * KEPT_ROWS:
+                self._rows = {k: v for k, v in self._rows.items() if k > n - KEPT_ROWS}
+            self._rows[n] = _stream(self.seed, n, _WORKER).standard_normal(self.workers)
+        return self._rows[n]
 
 
 def released_eager_sgd_delays(workers: int, iterations: int, seed: int, delay: float) -> np.ndarray:

@@ -1,16 +1,19 @@
 """Measured collective times: the second implementation of the cost seam (:class:`~.costs.CostModel`).
 
-``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds
-kind: ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no
-rows of its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is
-interpolated linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count
-that was not measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with
-the formulas. ``gossip`` rows, where the table has them at the run's rank count, are the whole time of one gossip
-exchange once the models it needs are posted (as the real harness meets it: far more than two messages of alpha and
-beta where a peer's communication thread serves the exchange), and replace the messages the formulas count; without
-them a gossip exchange is counted in messages. The activation token, the other point-to-point messages and the lower
-bound still come from ``[network]``'s alpha and beta, and so does the contention between concurrent rounds: a table
-measured through the real harness already holds the contention its measurements met.
+``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds kind:
+``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no rows of
+its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated
+linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not
+measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas.
+An optional ``cv`` column gives the coefficient of variation of single exchanges of that row (empty or absent: 0),
+interpolated linearly in log(bytes); where it is above 0 each exchange of that kind takes its time times a lognormal
+factor of mean 1 and that cv (:class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table has them at the
+run's rank count, are the whole time of one gossip exchange once the models it needs are posted (as the real harness
+meets it: far more than two messages of alpha and beta where a peer's communication thread serves the exchange), and
+replace the messages the formulas count; without them a gossip exchange is counted in messages. The activation token,
+the other point-to-point messages and the lower bound still come from ``[network]``'s alpha and beta, and so does the
+contention between concurrent rounds: a table measured through the real harness already holds the contention its
+measurements met.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.network import NetworkModel, Ranks
 
 COLUMNS = ("kind", "ranks", "bytes", "seconds")
+SPREAD = "cv"  # the optional column
+#: (kind, ranks) -> sorted bytes, their seconds and their cv
+Table = dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 ANY_KIND = "allreduce"
 GOSSIP = "gossip"
 
 
-def read_table(path: Path, origin: str = "network.table") -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
-    """(kind, ranks) -> (sorted bytes, seconds) of a measured table; every flaw is a one-line error."""
+def read_table(path: Path, origin: str = "network.table") -> Table:
+    """(kind, ranks) -> (sorted bytes, seconds, cv) of a measured table; every flaw is a one-line error."""
     where = f"{origin}: network.table = {path}"
     try:
         with open(path, newline="") as handle:
@@ -42,19 +48,26 @@ def read_table(path: Path, origin: str = "network.table") -> dict[tuple[str, int
             rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise ScenarioError(f"{where}: cannot read it as comma-separated values ({err})") from None
-    measured: dict[tuple[str, int], dict[float, float]] = {}
+    measured: dict[tuple[str, int], dict[float, tuple[float, float]]] = {}
     for line, row in enumerate(rows, start=2):
         try:
             kind, ranks = row["kind"].strip(), int(row["ranks"])
             size, seconds = float(row["bytes"]), float(row["seconds"])
+            cv = float((row.get(SPREAD) or "").strip() or 0.0)
         except (ValueError, AttributeError):
-            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds)") from None
+            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, cv])") from None
         if not kind or ranks < 1 or not (size > 0 and seconds > 0 and math.isfinite(size) and math.isfinite(seconds)):
             raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
-        measured.setdefault((kind, ranks), {})[size] = seconds
+        if not (cv >= 0 and math.isfinite(cv)):
+            raise ScenarioError(f"{where}: line {line}: cv must be finite and >= 0")
+        measured.setdefault((kind, ranks), {})[size] = (seconds, cv)
     if not measured:
         raise ScenarioError(f"{where}: has no measurements")
-    return {key: (np.array(sorted(v)), np.array([v[b] for b in sorted(v)])) for key, v in measured.items()}
+    table = {}
+    for key, v in measured.items():
+        sizes = sorted(v)
+        table[key] = (np.array(sizes), np.array([v[b][0] for b in sizes]), np.array([v[b][1] for b in sizes]))
+    return table
 
 
 @dataclass(frozen=True)
@@ -62,13 +75,24 @@ class MeasuredModel:
     """Exchange times from a measured table; everything else from the formulas of ``formulas``."""
 
     formulas: NetworkModel
-    table: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]
+    table: Table
     name: str  # the table's file, for messages
 
     def collective(self, kind: str, nbytes: float, ranks: Ranks) -> float:
         p = ranks if isinstance(ranks, int) else len(ranks)
         if p <= 1:
             return 0.0
+        return self._interpolated(self._key(kind, p), nbytes) + self.formulas.overhead
+
+    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> float:
+        """The rows' cv: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
+        ``allreduce`` ones; 0 without such rows at the rank count (the exchange is then priced by the formulas)."""
+        p = ranks if isinstance(ranks, int) else len(ranks)
+        key = (kind, p) if (kind, p) in self.table or kind == GOSSIP else (ANY_KIND, p)
+        return self._cv(key, nbytes) if key in self.table else 0.0
+
+    def _key(self, kind: str, p: int) -> tuple[str, int]:
+        """The rows that price a round of ``kind`` over ``p`` ranks: its own, else the ``allreduce`` ones."""
         key = (kind, p) if (kind, p) in self.table else (ANY_KIND, p)
         if key not in self.table:
             counts = sorted({r for k, r in self.table if k in (kind, ANY_KIND)})
@@ -76,10 +100,14 @@ class MeasuredModel:
                 f"network.table = {self.name}: no {kind} rounds measured over {p} ranks (measured: "
                 f"{', '.join(map(str, counts)) or 'none of this kind'})"
             )
-        return self._interpolated(key, nbytes) + self.formulas.overhead
+        return key
+
+    def _cv(self, key: tuple[str, int], nbytes: float) -> float:
+        sizes, _, cv = self.table[key]
+        return float(np.interp(math.log(nbytes), np.log(sizes), cv))
 
     def _interpolated(self, key: tuple[str, int], nbytes: float) -> float:
-        sizes, seconds = self.table[key]
+        sizes, seconds, _ = self.table[key]
         if not sizes[0] <= nbytes <= sizes[-1]:
             raise ScenarioError(
                 f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {key[0]} "

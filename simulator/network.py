@@ -97,6 +97,10 @@ class NetworkModel:
         """A round's data exchange: an allreduce of ``nbytes`` over ``ranks``, of every ``kind``, plus the overhead."""
         return self.allreduce(ranks, nbytes) + self.overhead
 
+    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> float:
+        """The formulas give every exchange exactly its time: no spread."""
+        return 0.0
+
     def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
         """The data exchanges of collectives that run at the same time, one per group, sharing the inter-node links
         of the nodes they have members on."""

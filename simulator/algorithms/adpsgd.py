@@ -87,7 +87,7 @@ class AdPsgdProcess:
         start = done = now
         if j >= 0:
             start = max(now, self.free[j])
-            done = self.free[j] = start + rules.exchange_time(i, j)
+            done = self.free[j] = start + rules.exchange_time(n, i, j)
         call.round, call.fresh, call.final = n, True, True
         row = (n, rules.kind, i, start, done, 1 + (j >= 0), 1, j)
 
@@ -148,7 +148,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     them), so rows are final up to the least advanced worker's iteration, and the window grows when that one lags a
     whole window behind."""
     P, N = fast.P, fast.N
-    window = fast.window(fast.window_size())
+    window = fast.window(fast.window_size(), rules.factors)
     heap_t, heap_w, heap_len = np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64)
     parked = np.ones(P, dtype=np.bool_)  # its next post is still to compute (at first: every worker's)
     next_, t_start, free = np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P)
@@ -164,7 +164,8 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     while True:
         status, written = adpsgd_kernel(
             heap_t, heap_w, heap_len, parked, next_, t_start, free, window.base, peers,
-            window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
+            window.times, window.calls, window.factors,
+            window.start, window.post, window.done, window.round, window.fresh,
             N, rules.update, rules.per_node, inter, intra, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
@@ -231,6 +232,7 @@ def adpsgd_kernel(
     peers,
     compute,
     calls,
+    factors,
     r_start,
     r_post,
     r_done,
@@ -275,7 +277,7 @@ def adpsgd_kernel(
         done = t
         if j >= 0:
             start = max(t, free[j])
-            done = start + (t_intra if w // per_node == j // per_node else t_inter)
+            done = start + (t_intra if w // per_node == j // per_node else t_inter) * factors[k, w]
             free[j] = done
         r_done[k, w] = returned(t, done, calls[k, w])
         r_round[k, w] = n

@@ -7,9 +7,10 @@ neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), 
     t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
 
 with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node; a measured table's gossip
-exchange where it has one, :class:`PeerCosts`) and own(i) = max_j p2p(i, j) when i waits for its sends (0
-otherwise). With equal links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j)) + p2p. A worker without peers
-(one worker) is released at its post.
+exchange where it has one, :class:`PeerCosts`, each of its terms times worker i's factor of iteration n where the
+table gives the exchange a spread) and own(i) = max_j p2p(i, j) when i waits for its sends (0 otherwise). With equal
+links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j)) + p2p. A worker without peers (one worker) is released at
+its post.
 
 Each exchange is one ``rounds`` row (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the latest post
 among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (everyone's iteration n), ``group`` the
@@ -30,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import Key, one_of
 from stragglerlab.simulator.network import message_bytes
 from stragglerlab.simulator.topology import TOPOLOGIES
@@ -61,10 +63,20 @@ class PeerCosts:
         self.per_node = scenario.cluster.workers_per_node
         # by: both ends on one node
         self.link = {intra: costs.gossip(self.nbytes, self.P, self.messages, intra) for intra in (False, True)}
+        self.cv = costs.spread(KIND, self.nbytes, self.P)  # each worker's exchange varies by its own factor
+        self.spread = ExchangeSpread(scenario)
 
-    def exchange_time(self, i: int, j: int) -> float:
-        """An exchange between ``i`` and ``j``."""
-        return self.link[i // self.per_node == j // self.per_node]
+    def factor(self, n: int, i: int) -> float:
+        """The factor on the times of worker ``i``'s exchange at iteration ``n``."""
+        return self.spread.at(self.cv, n, i)
+
+    def factors(self, n0: int, n1: int, out: np.ndarray) -> None:
+        """The factors of every worker's exchange at iterations ``n0 .. n1-1`` into ``out``."""
+        self.spread.block(self.cv, n0, n1, out)
+
+    def exchange_time(self, n: int, i: int, j: int) -> float:
+        """Worker ``i``'s exchange with ``j`` at iteration ``n``."""
+        return self.link[i // self.per_node == j // self.per_node] * self.factor(n, i)
 
 
 class GossipRules(PeerCosts):
@@ -119,11 +131,11 @@ class GossipRules(PeerCosts):
 
     def exchange(self, n: int, i: int, posts: np.ndarray) -> tuple[float, float, int]:
         """(t_trigger, t_done, group) of worker ``i``'s exchange of iteration ``n``, ``posts`` the posts of n."""
-        s = n % self.phases
-        t_done, t_trigger, group = posts[i] + self.own[s, i], posts[i], -1
+        s, f = n % self.phases, self.factor(n, i)
+        t_done, t_trigger, group = posts[i] + f * self.own[s, i], posts[i], -1
         for e in range(self.indptr[s, i], self.indptr[s, i + 1]):
             j = self.index[e]
-            t_done = max(t_done, posts[j] + self.cost[e])
+            t_done = max(t_done, posts[j] + f * self.cost[e])
             if group < 0 or posts[j] > posts[group]:
                 group = int(j)
             t_trigger = max(t_trigger, posts[j])

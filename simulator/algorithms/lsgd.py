@@ -27,6 +27,7 @@ from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, returned
+from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
@@ -58,7 +59,11 @@ class LsgdRules:
         a = scenario.algorithm
         self.P, self.N = scenario.workers, scenario.iterations
         self.local_every, self.global_every = self.P * a.period, self.P * a.global_period
-        self.t_exchange = costs.collective("leader", message_bytes(scenario), self.P)
+        nbytes = message_bytes(scenario)
+        self.t_exchange = costs.collective("leader", nbytes, self.P)
+        # exchange m takes t_exchange·factors[m]; each is triggered at a multiple of P·period or P·global_period posts
+        exchanges = scenario.iterations // a.period + scenario.iterations // a.global_period + 1
+        self.factors = ExchangeSpread(scenario).rounds(np.full(exchanges, costs.spread("leader", nbytes, self.P)))
         self.pull, self.global_pull = a.pull, a.global_pull
         self.workers_per_node = scenario.cluster.workers_per_node
         self.update = scenario.workload.update  # the optimizer step after each iteration
@@ -105,8 +110,9 @@ class LsgdProcess:
             return
         self.joined.append(call)
         if len(self.joined) == rules.P:
-            t_done = self.engine.now + rules.t_exchange
-            self.engine.after(rules.t_exchange, lambda: self.complete(ex, t_done))
+            t_exchange = rules.t_exchange * rules.factors[self.rounds]
+            t_done = self.engine.now + t_exchange
+            self.engine.after(t_exchange, lambda: self.complete(ex, t_done))
 
     def complete(self, ex: _Exchange, t_done: float) -> None:
         m = self.rounds
@@ -195,7 +201,7 @@ def fast_kernel(rules: LsgdRules, fast: FastEngine) -> None:
         status, written = lsgd_kernel(
             state, t_start, iteration, unresolved,
             window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
-            N, rules.local_every, rules.global_every, rules.t_exchange, rules.update, rules.budget,
+            N, rules.local_every, rules.global_every, rules.t_exchange * rules.factors, rules.update, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], is_global,
         )  # fmt: skip
         out["contributors"][:written] = P
@@ -284,7 +290,7 @@ def lsgd_kernel(
         start = 0.0
         for i in range(P):
             start = max(start, r_post[iteration[i] + before[i] - base, i])
-        done = start + t_exchange
+        done = start + t_exchange[m]
         out_round[written] = m
         out_initiator[written] = w
         out_trigger[written] = r_post[iteration[w] + before[w] - base, w]

@@ -22,11 +22,13 @@ The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import NONNEG_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
@@ -62,6 +64,8 @@ class RoundRules:
         self.budget = scenario.budget  # the first round triggered at or after it is the last
         self.costs = costs
         self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
+        self._cv = {kind: costs.spread(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
+        self.spread = ExchangeSpread(scenario)
 
     def call_round(self, n: int) -> int | None:
         """The round iteration ``n`` posts to, or None when it does not call the collective."""
@@ -84,9 +88,18 @@ class RoundRules:
         for a synchronous round, else the first one."""
         return self.P if self.synchronous(m) else 1
 
+    def cv(self, m: int) -> float:
+        """The spread of round ``m``'s exchange time (the cost model's, for its kind)."""
+        return self._cv[self.kind(m)]
+
+    @cached_property
+    def factors(self) -> np.ndarray:
+        """Each round's factor on its exchange time (all 1 where the cost model has no spread)."""
+        return self.spread.rounds(np.array([self.cv(m) for m in range(self.total)], dtype=np.float64))
+
     def exchange_time(self, m: int) -> float:
         """Seconds of round ``m``'s data exchange."""
-        return self._global[self.kind(m)]
+        return self._global[self.kind(m)] * self.factors[m]
 
     def done(self, m: int, x: float, calls: list[Call]) -> float:
         """When round ``m`` completes, its exchange starting at ``x`` with ``calls`` (every worker's, for a

@@ -5,7 +5,9 @@ The server is ``servers`` shards, each holding n/servers bytes of the n-byte mod
 FIFO queue models them all. A worker's exchange sends its shard-sized pushes at its post: they arrive at
 ``t_post + p2p(n/servers)``, are served one at a time in arrival order (pushes arriving at one instant in worker
 order), each for ``(n/servers)·server_gamma`` seconds, and the reply (the server's model) reaches the worker
-``p2p(n/servers)`` after its service ends: that is the worker's ``t_done``. Each service is one server update, one
+``p2p(n/servers)`` after its service ends: that is the worker's ``t_done``. Where the cost model gives push rounds a
+spread, a worker's push at iteration n, its service and its reply each take their time times that worker's factor of
+iteration n. Each service is one server update, one
 ``rounds`` row of kind ``push`` whose initiator is the worker.
 
 Server updates are counted from 0: update k is ``round`` k of the iterations it carries, and a worker's model after
@@ -18,11 +20,11 @@ last iteration is an exchange, so every step it took reaches the server.
 
 from __future__ import annotations
 
-from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
 from stragglerlab.simulator.engine import Call, Engine
+from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import NONNEG, POSITIVE_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
@@ -47,12 +49,18 @@ class ServerRules:
         self.shard = message_bytes(scenario) / a.servers  # bytes each message carries
         self.t_push = costs.p2p(self.shard)  # a push's way to the server, and the reply's back
         self.t_service = self.shard * a.server_gamma  # the server applying one push
+        self.cv = costs.spread(PUSH, message_bytes(scenario), self.P)  # each push varies by its worker's factor
+        self.spread = ExchangeSpread(scenario)
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.budget = scenario.budget  # a worker stops at its first reply at or after it
 
     def exchanges(self, n: int) -> bool:
         """Whether iteration ``n`` ends with an exchange with the server (else it is a local step)."""
         return (n + 1) % self.stride == 0
+
+    def factor(self, call: Call) -> float:
+        """The factor on the times of ``call``'s push, its service and its reply."""
+        return self.spread.at(self.cv, call.iteration, call.worker)
 
 
 class ServerProcess:
@@ -63,8 +71,7 @@ class ServerProcess:
         self.rules, self.engine = rules, engine
         self.version = [0] * rules.P  # server updates in each worker's model
         self.local: list[list[Call]] = [[] for _ in range(rules.P)]  # local steps waiting for their exchange
-        self.arriving: deque[list[Call]] = deque()  # pushes on their way, grouped by arrival instant
-        self.last_arrival = -1.0
+        self.arriving: dict[float, list[Call]] = {}  # pushes on their way, grouped by arrival instant
         self.free = 0.0  # when the server has served every push that arrived so far
         self.updates = 0
 
@@ -75,32 +82,33 @@ class ServerProcess:
             self.local[call.worker].append(call)
             engine.release(call, applied=False)
             return
-        arrival = engine.now + rules.t_push
-        if self.arriving and arrival == self.last_arrival:
-            self.arriving[-1].append(call)
+        t_push = rules.t_push * rules.factor(call)
+        arrival = engine.now + t_push
+        if arrival in self.arriving:
+            self.arriving[arrival].append(call)
             return
-        self.arriving.append([call])
-        self.last_arrival = arrival
-        engine.after(rules.t_push, self.serve)
+        self.arriving[arrival] = [call]
+        engine.after(t_push, partial(self.serve, arrival))
 
-    def serve(self) -> None:
+    def serve(self, arrival: float) -> None:
         """The pushes arriving now join the queue in worker order; each is served when the server is free. Replies
         that reach their workers at one instant (services of no length) share one scheduled event."""
         rules, now = self.rules, self.engine.now
         replies: list[tuple[int, Call]] = []  # (update, call) of the replies due at t_reply
         t_reply = now
-        for call in sorted(self.arriving.popleft(), key=lambda c: c.worker):
+        for call in sorted(self.arriving.pop(arrival), key=lambda c: c.worker):
             k, i = self.updates, call.worker
+            f = rules.factor(call)
             self.updates += 1
-            self.free = max(now, self.free) + rules.t_service
+            self.free = max(now, self.free) + rules.t_service * f
             for carried in (*self.local[i], call):
                 carried.round, carried.fresh, carried.final = k, True, True
             self.local[i].clear()
             self.version[i] = k + 1
-            if replies and self.free + rules.t_push != t_reply:
+            if replies and self.free + rules.t_push * f != t_reply:
                 self.engine.after(t_reply - now, partial(self.reply, replies))
                 replies = []
-            t_reply = self.free + rules.t_push
+            t_reply = self.free + rules.t_push * f
             replies.append((k, call))
         self.engine.after(t_reply - now, partial(self.reply, replies))
 

@@ -39,7 +39,8 @@ class SyncRules(RoundRules):
         if self.buckets == 1:
             return super().done(m, x, calls)
         starts, posts = np.array([c.t_start for c in calls]), np.array([c.t_post for c in calls])
-        return float(rounds.bucketed_end(starts, posts, self.buckets, self.backward, self.t_bucket))
+        t_bucket = self.t_bucket * self.factors[m]
+        return float(rounds.bucketed_end(starts, posts, self.buckets, self.backward, t_bucket))
 
 
 RECORD = Algorithm(

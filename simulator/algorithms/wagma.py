@@ -81,9 +81,12 @@ class WagmaRules(RoundRules):
         self.t_phase = [
             max(costs.concurrent(self.async_kind, self.nbytes, phase_groups(s, self.P, S))) for s in range(self.phases)
         ]
+        self._cv[self.async_kind] = costs.spread(self.async_kind, self.nbytes, min(S, self.P))
 
     def exchange_time(self, m: int) -> float:
-        return super().exchange_time(m) if self.synchronous(m) else self.t_phase[m % self.phases]
+        if self.synchronous(m):
+            return super().exchange_time(m)
+        return self.t_phase[m % self.phases] * self.factors[m]
 
     def group(self, m: int) -> int:
         return -1 if self.synchronous(m) else m % self.phases

@@ -73,12 +73,20 @@ def _block(
     return columns
 
 
-class _Window:
-    """Row buffers, compute times and call costs (``calls``, all 0 without ``workload.call``) for iterations
-    [base, base + size), slid forward as rows become final."""
+#: ``factors(n0, n1, out)``: the factors of every worker's exchange at iterations n0 .. n1-1 into ``out``
+Factors = Callable[[int, int, np.ndarray], None]
 
-    def __init__(self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int):
+
+class _Window:
+    """Row buffers, compute times, call costs (``calls``, all 0 without ``workload.call``) and the factors of each
+    worker's own exchange (``factors``, all 1 unless the rules give them) for iterations [base, base + size), slid
+    forward as rows become final."""
+
+    def __init__(
+        self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None = None
+    ):
         self.compute, self.call_costs, self.iterations, self.workers = compute, calls, iterations, compute.workers
+        self.exchange_factors = factors
         self.base, self.size = 0, size
         self._allocate(size)
         self._fill(0, min(size, iterations))
@@ -90,14 +98,17 @@ class _Window:
         self.fresh = np.zeros(shape, dtype=np.bool_)
         self.times = np.zeros(shape)
         self.calls = np.zeros(shape)
+        self.factors = np.ones(shape)
 
     def _fill(self, first: int, last: int) -> None:
-        """Compute times and call costs of iterations [first, last) into the window."""
+        """Compute times, call costs and exchange factors of iterations [first, last) into the window."""
         if last > first:
             rows = slice(first - self.base, last - self.base)
             self.compute.block(first, last, out=self.times[rows])
             if self.call_costs.call is not None:
                 self.call_costs.block(first, last, out=self.calls[rows])
+            if self.exchange_factors is not None:
+                self.exchange_factors(first, last, self.factors[rows])
 
     def released(self, last: int) -> np.ndarray:
         """When the calls of iterations [base, last) were released: a call that returned after its software cost
@@ -111,13 +122,11 @@ class _Window:
         dropped."""
         shift = final - self.base
         keep = self.size - shift
-        buffers = (self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls)
+        buffers = self._buffers()
         if shift == 0:
             self.size *= 2
             self._allocate(self.size)
-        for new, old in zip(
-            (self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls), buffers, strict=True
-        ):
+        for new, old in zip(self._buffers(), buffers, strict=True):
             # one flat move: numpy would copy overlapping rows through a temporary
             new.reshape(-1)[: keep * self.workers] = old.reshape(-1)[shift * self.workers :]
         if shift:
@@ -125,6 +134,9 @@ class _Window:
             self.fresh[keep:] = False
         self.base = final
         self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
+
+    def _buffers(self) -> tuple[np.ndarray, ...]:
+        return self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls, self.factors
 
 
 class FastEngine:
@@ -152,8 +164,9 @@ class FastEngine:
         """Iterations per window: enough to amortise the sweeps, few enough to keep it under ~100 MB."""
         return self.requested or max(64, 4 * stride, min(2048, 2**21 // self.P))
 
-    def window(self, size: int) -> _Window:
-        return _Window(self.compute, self.calls, self.N, size)
+    def window(self, size: int, factors: Factors | None = None) -> _Window:
+        """A window of ``size`` iterations; ``factors`` fills its exchange factors (else all 1)."""
+        return _Window(self.compute, self.calls, self.N, size, factors)
 
     @staticmethod
     def round_buffers(size: int) -> dict[str, np.ndarray]:

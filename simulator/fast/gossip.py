@@ -26,7 +26,7 @@ _ROWS_OUT = 1 << 18  # round rows handed over at a time (at least one iteration'
 def run(rules: GossipRules, fast: FastEngine) -> None:
     """Run ``rules`` on the fast engine ``fast``."""
     P, N = fast.P, fast.N
-    window = fast.window(fast.window_size())
+    window = fast.window(fast.window_size(), rules.factors)
     state = np.zeros(1, dtype=np.int64)  # the next iteration to sweep (the rows there are, once the budget ended it)
     t_start = np.zeros(P)
     out = fast.round_buffers(max(P, _ROWS_OUT // P * P))
@@ -39,7 +39,8 @@ def run(rules: GossipRules, fast: FastEngine) -> None:
     while True:
         status, written = gossip_kernel(
             state, t_start, window.base,
-            window.times, window.calls, window.start, window.post, window.done, window.round, window.fresh,
+            window.times, window.calls, window.factors,
+            window.start, window.post, window.done, window.round, window.fresh,
             rules.indptr, rules.index, rules.cost, rules.own, rules.update, N, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
@@ -59,6 +60,7 @@ def gossip_kernel(
     base,
     compute,
     calls,
+    factors,
     r_start,
     r_post,
     r_done,
@@ -102,12 +104,13 @@ def gossip_kernel(
         first = np.inf  # the earliest exchange's completion
         for i in range(P):
             t = posts[i]
-            done = t + own[s, i]
+            f = factors[k, i]
+            done = t + f * own[s, i]
             trigger = t
             group = -1
             for e in range(indptr[s, i], indptr[s, i + 1]):
                 j = index[e]
-                done = max(done, posts[j] + cost[e])
+                done = max(done, posts[j] + f * cost[e])
                 if group < 0 or posts[j] > posts[group]:
                     group = j
                 trigger = max(trigger, posts[j])

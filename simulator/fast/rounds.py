@@ -82,7 +82,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             rules.update,
             rules.buckets,
             rules.backward,
-            rules.t_bucket,
+            rules.t_bucket * rules.factors,
             rules.budget,
             ends_budget,
             out["round"],
@@ -217,7 +217,9 @@ def round_kernel(
         t_trigger = posts[initiator]
         x = t_trigger if sync else t_trigger + t_act
         done = (
-            bucketed_end(r_start[k], posts, buckets, backward, t_bucket) if sync and buckets > 1 else x + t_exchange[m]
+            bucketed_end(r_start[k], posts, buckets, backward, t_bucket[m])
+            if sync and buckets > 1
+            else x + t_exchange[m]
         )
         contributors = 0
         fresh_count = 0

@@ -4,13 +4,15 @@ each algorithm, validated."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
-from stragglerlab.realrun.roundtimes import server_gamma
+from stragglerlab.realrun.roundtimes import server_gamma, spread
 from stragglerlab.realrun.validate import base_compute, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.run import simulate
@@ -182,6 +184,13 @@ def test_a_calibrations_cost_table_is_used(tmp_path):
     rounds = sim.rounds
     assert np.allclose(rounds["t_done"] - rounds["t_trigger"], 0.05)  # every sync round as the table says
     assert pd.read_csv(out / "validation.csv").loc[0, "mean_iteration_error"] > 0.5
+
+
+def test_the_tables_spread_is_the_cv_of_a_lognormal_with_the_rounds_interquartile_range():
+    rounds = np.random.default_rng(0).lognormal(-7.0, 0.5, 4000)
+    assert spread(rounds) == pytest.approx(math.sqrt(math.expm1(0.25)), rel=0.05)
+    assert spread(np.r_[rounds, np.full(40, 1.0)]) == pytest.approx(spread(rounds), rel=0.05)  # a few stalls of 1 s
+    assert spread(np.full(10, 1e-3)) == 0.0 and spread([1e-3, 2e-3]) == 0.0  # no spread; too few to tell
 
 
 def test_a_calibrations_server_cost_is_used(tmp_path):

@@ -202,6 +202,9 @@ def test_a_measured_gossip_exchange_replaces_the_messages_the_formulas_count(tmp
         ("kind,ranks,bytes,seconds\nsync,two,10,1\n", "line 2 is not"),
         ("kind,ranks,bytes,seconds\nsync,2,10,-1\n", "line 2: ranks must"),
         ("kind,ranks,bytes,seconds\n", "has no measurements"),
+        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,-0.5\n", "line 2: cv must"),
+        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,nan\n", "line 2: cv must"),
+        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,wide\n", "line 2 is not"),
     ],
 )
 def test_a_bad_table_is_a_one_line_error_when_the_scenario_loads(tmp_path, monkeypatch, text, says):

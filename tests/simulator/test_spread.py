@@ -1,0 +1,112 @@
+"""The spread of exchange times: a measured table's ``cv`` column makes every exchange take its time times a lognormal
+factor of mean 1, drawn per exchange from the seed (a round's and an LSGD exchange's by index, a worker's own exchange
+by worker and iteration); without it, or at 0, the tables are exactly those of no spread."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.imbalance import ExchangeSpread, lognormal_factor
+from tests.helpers import run_tables, scenario
+from tests.simulator.test_fast_engine import assert_same_tables
+
+T, CV = 2e-3, 0.5  # every exchange's measured time, and its spread
+GAMMA = 1e-6  # the server's seconds per byte: a push is its service alone (alpha = beta = 0)
+NAMES = [r.name for r in algorithms.RECORDS]
+
+
+def engines(name: str) -> list[str]:
+    return ["reference", "fast"] if algorithms.get(name).kernel is not None else ["reference"]
+
+
+def spread_scenario(tmp_path, name: str, cv: float | None = CV, **keys):
+    """``name`` on a table that prices every kind at T (the server by GAMMA) with ``cv`` (None: no cv column)."""
+    P = keys.pop("cluster.workers", 4)
+    rows = [(kind, p, size, T) for kind in ("allreduce", "gossip", "push") for p in (1, 2, P) for size in (1, 1e9)]
+    table = pd.DataFrame(rows, columns=["kind", "ranks", "bytes", "seconds"])
+    if cv is not None:
+        table["cv"] = cv
+    path = tmp_path / f"costs-{cv}.csv"
+    table.to_csv(path, index=False)
+    return scenario(
+        **{
+            "algorithm.name": name,
+            "cluster.workers": P,
+            "network.table": str(path),
+            "network.alpha": 0.0,
+            "network.beta": 0.0,
+            "algorithm.server_gamma": GAMMA,
+            "algorithm.period": 3,
+            "algorithm.global_period": 6,
+            "algorithm.group_size": 2,
+            "algorithm.sync_period": 4,
+            "imbalance.kind": "random-delay",
+            "workload.compute": {"dist": "lognormal", "mean": 0.2, "cv": 0.5},
+            **keys,
+        }
+    )
+
+
+def test_the_factors_have_mean_one_and_the_cv_and_none_is_drawn_at_zero():
+    spread = ExchangeSpread(scenario(**{"cluster.workers": 50}))
+    rounds = spread.rounds(np.full(20_000, CV))
+    block = spread.block(CV, 0, 400)
+    for f in (rounds, block.ravel()):
+        assert f.mean() == pytest.approx(1.0, abs=0.02) and f.std() / f.mean() == pytest.approx(CV, rel=0.05)
+    assert spread.at(CV, 7, 3) == block[7, 3]
+    assert np.array_equal(spread.rounds(np.array([0.0, CV, 0.0]))[[0, 2]], [1.0, 1.0])
+    assert np.array_equal(spread.block(0.0, 0, 3), np.ones((3, 50))) and spread.at(0.0, 7, 3) == 1.0
+    assert lognormal_factor(np.array([-3.0, 0.0, 2.5]), 0.0).tolist() == [1.0, 1.0, 1.0]
+    # common random numbers: the same seed gives the same factors, another seed others
+    assert np.array_equal(ExchangeSpread(scenario(**{"cluster.workers": 50})).block(CV, 0, 400), block)
+    assert not np.array_equal(ExchangeSpread(scenario(seed=1, **{"cluster.workers": 50})).block(CV, 0, 400), block)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_spread_is_exactly_no_spread(tmp_path, name):
+    for engine in engines(name):
+        bare = run_tables(spread_scenario(tmp_path, name, cv=None), engine)
+        zero = run_tables(spread_scenario(tmp_path, name, cv=0.0), engine)
+        for a, b in zip(bare, zero, strict=True):
+            pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_exchange_takes_its_time_times_its_factor(tmp_path, name):
+    P = 1 if name in ("async-ps", "easgd") else 4  # one worker: a push never queues behind another
+    s = spread_scenario(tmp_path, name, **{"cluster.workers": P})
+    spread = ExchangeSpread(s)
+    for engine in engines(name):
+        it, rounds = run_tables(s, engine)
+        m = rounds["round"].to_numpy()
+        took = (rounds["t_done"] - rounds["t_trigger"]).to_numpy()
+        if name in ("async-ps", "easgd"):  # the service of the push worker 0 made at the carried iteration
+            pushes = it[it["fresh"] & (it["t_done"] > it["t_post"])].sort_values("round")
+            factor = [spread.at(CV, n, 0) for n in pushes["iteration"]]
+            expected = GAMMA * 4 * s.workload.params * np.array(factor)
+        elif name in ("d-psgd", "sgp", "ad-psgd"):  # each worker's own exchange: its factor of the iteration
+            factor = [spread.at(CV, n, i) for n, i in zip(m, rounds["initiator"], strict=True)]
+            expected = T * np.array(factor)
+        elif name == "lsgd":  # exchange m starts at the last join: the latest post among the calls it releases
+            joined = it[it["t_done"] > it["t_post"]].groupby("round")["t_post"].max()
+            took = (rounds["t_done"] - joined.reindex(m).to_numpy()).to_numpy()
+            expected = T * spread.rounds(np.full(len(m), CV))
+        else:  # a round: its exchange starts at its trigger (no activation token with alpha = 0)
+            expected = T * spread.rounds(np.full(m.max() + 1, CV))[m]
+        if name == "sgp":  # a worker whose own post came last waits less than the exchange
+            assert np.all(took <= expected * (1 + 1e-9)) and np.isclose(took, expected, rtol=1e-9).mean() > 0.3
+        else:
+            np.testing.assert_allclose(took, expected, rtol=1e-9)
+        assert np.std(np.asarray(expected)) > 0.2 * np.mean(expected)  # they do vary
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if algorithms.get(name).kernel is not None])
+@pytest.mark.parametrize("duration", [0.0, 3.0])
+def test_fast_equals_reference_with_a_spread(tmp_path, name, duration):
+    s = spread_scenario(
+        tmp_path, name, iterations=60, duration=duration, **{"workload.call": {"dist": "constant", "mean": 1e-3}}
+    )
+    assert_same_tables(s, window=8)
