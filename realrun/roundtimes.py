@@ -276,13 +276,19 @@ def measure(
 
 
 def spread(samples: Sequence[float]) -> float:
-    """The cv of single rounds: that of the lognormal whose interquartile range is the samples' (sigma = ln(q75 / q25)
-    / 1.349). **(choice)** Quartiles, not the standard deviation: under load a few rounds take several milliseconds,
-    which the table's mean holds already, and which would otherwise set the spread of every round."""
-    q25, q75 = np.percentile(samples, [25, 75])
-    if len(samples) < 4 or q25 <= 0:
+    """The cv of single rounds, as the lognormal factor of mean 1 the simulation gives each exchange: sigma wide
+    enough for the rounds' interquartile range (ln(q75 / q25) / 1.349) and for the factor's median to lie as far
+    below its mean as the rounds' median lies below theirs (sqrt(2 ln(mean / median))), whichever is wider.
+    **(choice)** Not the standard deviation: under load a few rounds take several milliseconds, which the table's
+    mean holds already and which would otherwise widen every round; but they pull the mean above the bulk of the
+    rounds, and the median rule keeps the bulk where it was measured."""
+    if len(samples) < 4:
         return 0.0
-    sigma = math.log(q75 / q25) / NORMAL_IQR
+    q25, median, q75 = np.percentile(samples, [25, 50, 75])
+    mean = float(np.mean(samples))
+    if q25 <= 0:
+        return 0.0
+    sigma = max(math.log(q75 / q25) / NORMAL_IQR, math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
     return math.sqrt(math.expm1(sigma**2))
 
 

@@ -78,9 +78,9 @@ Factors = Callable[[int, int, np.ndarray], None]
 
 
 class _Window:
-    """Row buffers, compute times, call costs (``calls``, all 0 without ``workload.call``) and the factors of each
-    worker's own exchange (``factors``, all 1 unless the rules give them) for iterations [base, base + size), slid
-    forward as rows become final."""
+    """Row buffers, compute times, call costs (``calls``, all 0 without ``workload.call``) and, where the rules give
+    them, the factors of each worker's own exchange (``factors``; else one row of 1s) for iterations [base, base +
+    size), slid forward as rows become final."""
 
     def __init__(
         self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None = None
@@ -98,7 +98,7 @@ class _Window:
         self.fresh = np.zeros(shape, dtype=np.bool_)
         self.times = np.zeros(shape)
         self.calls = np.zeros(shape)
-        self.factors = np.ones(shape)
+        self.factors = np.ones(shape if self.exchange_factors is not None else (1, self.workers))
 
     def _fill(self, first: int, last: int) -> None:
         """Compute times, call costs and exchange factors of iterations [first, last) into the window."""
@@ -136,7 +136,8 @@ class _Window:
         self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
 
     def _buffers(self) -> tuple[np.ndarray, ...]:
-        return self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls, self.factors
+        rows = self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls
+        return (*rows, self.factors) if self.exchange_factors is not None else rows
 
 
 class FastEngine:
