@@ -7,8 +7,7 @@ FIFO queue models them all. A worker's exchange sends its shard-sized pushes at 
 order), each for ``(n/servers)·server_gamma`` seconds, and the reply (the server's model) reaches the worker
 ``p2p(n/servers)`` after its service ends: that is the worker's ``t_done``. Where the cost model gives push rounds a
 spread, a worker's push at iteration n, its service and its reply each take their time times that worker's factor of
-iteration n. Each service is one server update, one
-``rounds`` row of kind ``push`` whose initiator is the worker.
+iteration n. Each service is one server update, one ``rounds`` row of kind ``push`` whose initiator is the worker.
 
 Server updates are counted from 0: update k is ``round`` k of the iterations it carries, and a worker's model after
 update k's reply is ``model_version`` k + 1 (the server's model holds k + 1 updates then), so ``staleness`` is the
