@@ -7,18 +7,19 @@ trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the wai
     python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]
     python tests/benchmarks/bench_validation.py --revalidate [--ranks 2 3 4] [--repeats 2] [-o DIR]
 
-Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler
-imbalance, and the update gap); then per algorithm and
-imbalance K real runs (``stragglerlab run --np P``, timing-only: ``params`` float32 exchanged, lognormal compute of
-mean ``compute`` and cv 0.1); each validated trace-driven with the calibration (and, for comparison, with the
-scenario's default network formulas), and predicted out of sample from the same algorithm's runs under the other
-imbalance. Prints one Markdown row per (P, algorithm, imbalance): the real mean iteration time, each error as mean ±
-standard deviation over the K repeats, and whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of
-the waits ≤ 0.25); writes every row to DIR/validation.csv.
+Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler imbalance,
+and the update gap), or with ``--calibrate-each`` one per algorithm and imbalance just before its runs, timed under that
+scenario (that algorithm and sync, at the runs' message size); then per algorithm and imbalance K real runs
+(``stragglerlab run --np P``, timing-only: ``params`` float32 exchanged, lognormal compute of mean ``compute`` and cv
+0.1); each validated trace-driven with its calibration (and, for comparison, with the scenario's default network
+formulas), and the same repeat under the other imbalance predicted out of sample from it. Prints one Markdown row per
+(P, algorithm, imbalance): the real mean iteration time, each error as mean ± standard deviation over the K repeats, and
+whether it meets the targets (2 % trace-driven, 5 % out of sample, KS of the waits ≤ 0.25); writes every row to
+DIR/validation.csv.
 
-``--revalidate``: no real run and no calibration; validates again the runs and calibrations a run of this benchmark
-left in DIR (``P<P>/runs``, ``P<P>/calibration-<algorithm>.toml`` or ``P<P>/calibration.toml``): what a change to the
-simulator or to validation does to the same real runs.
+``--revalidate``: no real run and no calibration; validates again the runs and calibrations a run of this benchmark left
+in DIR (``P<P>/runs``, ``P<P>/calibration-<algorithm>-<imbalance>.toml`` or ``P<P>/calibration.toml``): what a change to
+the simulator or to validation does to the same real runs.
 
 ``--ddp``: real sync under DistributedDataParallel (``--backend torch``: torch:mlp, a bucket cap of a quarter of its
 gradient, 10 ms random delays) against the simulated bucketed sync, trace-driven, with the backward share
@@ -74,11 +75,11 @@ def stragglerlab(*argv: str, timeout: float = 600) -> None:
         raise SystemExit(f"stragglerlab {' '.join(argv)}: exit {proc.returncode}")
 
 
-def calibrate(args: argparse.Namespace, P: int, fragment: Path, algorithm: str) -> None:
-    """``calibrate --collectives`` under the straggler scenario: every algorithm at three sizes, or (``algorithm``)
-    that one and sync (whose rounds serve the kinds it has none of) at the runs' message size."""
+def calibrate(args: argparse.Namespace, P: int, fragment: Path, algorithm: str, imbalance: str = "straggler") -> None:
+    """``calibrate --collectives`` under the ``imbalance`` scenario: every algorithm at three sizes, or
+    (``algorithm``) that one and sync (whose rounds serve the kinds it has none of) at the runs' message size."""
     timed = fragment.with_name("timed-under.toml")  # the compute and imbalance the rounds are timed under
-    timed.write_text(scenario_text(args, P, "sync", "straggler"))
+    timed.write_text(scenario_text(args, P, "sync", imbalance))
     if algorithm:
         which = ["--algorithms", ",".join(dict.fromkeys(["sync", algorithm])), "--sizes", str(4 * args.params)]
     else:
@@ -99,7 +100,9 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", default=[r.name for r in algorithms.RECORDS])
     parser.add_argument("-o", "--output", type=Path, default=Path("bench-validation"))
     parser.add_argument(
-        "--calibrate-each", action="store_true", help="calibrate just before each algorithm's runs (a changing load)"
+        "--calibrate-each",
+        action="store_true",
+        help="calibrate under each algorithm's and imbalance's scenario just before its runs (a changing load)",
     )
     parser.add_argument("--ddp", action="store_true", help="only the DDP comparison")
     parser.add_argument("--revalidate", action="store_true", help="validate the runs already in DIR again")
@@ -116,11 +119,13 @@ def main() -> None:
         if not each and not args.revalidate:
             calibrate(args, P, shared, "")
         for algorithm in args.algorithms:
-            fragment = out / f"P{P}" / f"calibration-{algorithm}.toml" if each else shared
-            if each and not args.revalidate:  # just before this algorithm's runs, at their message size only
-                calibrate(args, P, fragment, algorithm)
             runs: dict[str, list] = {}
+            calibrations = {}
             for imbalance in IMBALANCES:
+                fragment = out / f"P{P}" / f"calibration-{algorithm}-{imbalance}.toml" if each else shared
+                if each and not args.revalidate:  # just before these runs, under their scenario, at their size only
+                    calibrate(args, P, fragment, algorithm, imbalance)
+                calibrations[imbalance] = read_calibration(fragment)
                 path = out / f"P{P}" / f"{algorithm}-{imbalance}.toml"
                 if not args.revalidate:
                     path.write_text(scenario_text(args, P, algorithm, imbalance))
@@ -130,20 +135,23 @@ def main() -> None:
                     if not args.revalidate:
                         stragglerlab("run", str(path), "--np", str(P), "-o", str(folder), "--force")
                     runs[imbalance].append(load_run(folder))
-            rows += validated(out / f"P{P}" / "val", P, algorithm, runs, read_calibration(fragment))
+            rows += validated(out / f"P{P}" / "val", P, algorithm, runs, calibrations)
             pd.DataFrame(rows).to_csv(out / "validation.csv", index=False)
     report(pd.DataFrame(rows))
 
 
-def validated(val: Path, P: int, algorithm: str, runs: dict[str, list], calibration: Calibration) -> list[dict]:
-    """One row per real run of ``runs`` (per imbalance, the K repeats): trace-driven with ``calibration`` and with
-    the formulas, and out of sample from the same repeat under the other imbalance."""
+def validated(
+    val: Path, P: int, algorithm: str, runs: dict[str, list], calibrations: dict[str, Calibration]
+) -> list[dict]:
+    """One row per real run of ``runs`` (per imbalance, the K repeats): trace-driven with its imbalance's calibration
+    and with the formulas, and the same repeat under the other imbalance predicted out of sample from it (with its
+    calibration: what was measured before that run)."""
     rows = []
     for imbalance, mine in runs.items():
         other = next(i for i in IMBALANCES if i != imbalance)
         for k, real in enumerate(mine):
             where = val / f"{algorithm}-{imbalance}"
-            calibrated, _ = validate([real], where / f"cal-{k}", calibration, others=[runs[other][k]])
+            calibrated, _ = validate([real], where / f"cal-{k}", calibrations[imbalance], others=[runs[other][k]])
             formulas, _ = validate([real], where / f"formulas-{k}", None)
             trace = calibrated.set_index("mode").loc["trace"]
             oos = calibrated.set_index("mode").loc["out-of-sample"]
@@ -156,7 +164,7 @@ def validated(val: Path, P: int, algorithm: str, runs: dict[str, list], calibrat
                     "mean_iteration_real": trace["mean_iteration_real"],
                     "trace_error": trace["mean_iteration_error"],
                     "trace_error_formulas": formulas.loc[0, "mean_iteration_error"],
-                    # predicting this run from the other imbalance's run
+                    # the other imbalance's run of this repeat, predicted from this one
                     "oos_error": oos["mean_iteration_error"],
                     "ks_wait": trace["ks_wait"],
                     "ks_wait_oos": oos["ks_wait"],
