@@ -17,6 +17,7 @@ transfers); each coefficient comes with its standard error, and the fit with its
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,10 +140,23 @@ def compute_times(replica: Any, iterations: int, warmup: int = 3) -> np.ndarray:
     return np.array(out)
 
 
+#: the interquartile range of a standard normal, in standard deviations
+NORMAL_IQR = 1.3489795
+
+
+def quartile_sigma(q25: float, q75: float) -> float:
+    """The sigma of the lognormal whose interquartile range is [q25, q75] (0 < q25 <= q75)."""
+    return math.log(q75 / q25) / NORMAL_IQR
+
+
+def lognormal_model(mean: float, cv: float) -> dict[str, Any]:
+    """A ``workload.compute``-like table: lognormal with this mean and cv, constant if cv < 1 %."""
+    return {"dist": "constant", "mean": mean} if cv < 0.01 else {"dist": "lognormal", "mean": mean, "cv": cv}
+
+
 def compute_model(times: np.ndarray) -> dict[str, Any]:
     """The ``workload.compute`` table of measured times: lognormal with their mean and cv, constant if cv < 1 %."""
-    mean, cv = float(np.mean(times)), float(np.std(times) / np.mean(times))
-    return {"dist": "constant", "mean": mean} if cv < 0.01 else {"dist": "lognormal", "mean": mean, "cv": cv}
+    return lognormal_model(float(np.mean(times)), float(np.std(times) / np.mean(times)))
 
 
 def fragment(

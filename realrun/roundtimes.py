@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.calibration import fit_linear
+from stragglerlab.realrun.calibration import fit_linear, quartile_sigma
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
@@ -83,8 +83,6 @@ BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.k
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
 #: a row of the cost table: kind, ranks, bytes, seconds, cv
 Row = tuple[str, int, float, float, float]
-#: the interquartile range of a standard normal, in standard deviations
-NORMAL_IQR = 1.3489795
 
 
 def ddp_rounds(backend: str, model: str) -> bool:
@@ -288,7 +286,7 @@ def spread(samples: Sequence[float]) -> float:
     mean = float(np.mean(samples))
     if q25 <= 0:
         return 0.0
-    sigma = max(math.log(q75 / q25) / NORMAL_IQR, math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
+    sigma = max(quartile_sigma(q25, q75), math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
     return math.sqrt(math.expm1(sigma**2))
 
 

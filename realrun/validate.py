@@ -29,6 +29,7 @@ of iteration times and of waits, total variation of staleness.
 from __future__ import annotations
 
 import copy
+import math
 import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -50,7 +51,7 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, Run, load_run
-from stragglerlab.realrun.calibration import compute_model
+from stragglerlab.realrun.calibration import compute_model, lognormal_model, quartile_sigma
 from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, from_dict
@@ -142,9 +143,18 @@ def released_at_post(real: Run, sim: Run, scenario: Scenario) -> np.ndarray:
 
 
 def call_model(waits: np.ndarray) -> dict[str, Any] | None:
-    """The ``workload.call`` table of measured call costs (fitted as compute times are); None when there are none
-    (every call waited for an exchange) or they are all 0 (a simulated run)."""
-    return compute_model(waits) if waits.size and waits.mean() > 0 else None
+    """The ``workload.call`` table of measured call costs: the lognormal with their median and interquartile range
+    (constant when that is narrower than 1 %); None when there are none (every call waited for an exchange) or they
+    are all 0 (a simulated run). **(choice)** Quartiles, not the mean and cv: a real call that waited for an exchange
+    the simulation did not give it (LSGD's trigger, which counts posts, one post apart) waits tens of milliseconds,
+    and a few of those would set the cost of every call."""
+    if not waits.size or waits.mean() <= 0:
+        return None
+    q25, median, q75 = np.percentile(waits, [25, 50, 75])
+    if q25 <= 0:
+        return compute_model(waits)
+    sigma = quartile_sigma(q25, q75)
+    return lognormal_model(float(median * math.exp(sigma**2 / 2)), math.sqrt(math.expm1(sigma**2)))
 
 
 #: simulations that refit the call cost on the calls the previous one released at their posts, at most

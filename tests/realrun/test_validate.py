@@ -13,7 +13,7 @@ import pytest
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun.roundtimes import server_gamma, spread
-from stragglerlab.realrun.validate import base_compute, measured_compute, read_calibration, validate
+from stragglerlab.realrun.validate import base_compute, call_model, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
@@ -99,6 +99,16 @@ def test_the_cost_of_calls_that_wait_for_no_exchange_is_found_and_used(tmp_path,
     # without it the simulation returns those calls at their posts: the waits are far apart
     bare = simulated_real(tmp_path, "bare", **{"algorithm.name": algorithm})
     assert (bare.iterations["wait"] == 0).sum() == released.sum() or algorithm == "eager-solo"
+
+
+def test_a_few_calls_that_waited_for_an_exchange_do_not_set_the_call_cost():
+    waits = np.random.default_rng(1).lognormal(math.log(2e-4), 0.4, 900)  # software costs of about 0.2 ms
+    fitted = call_model(np.r_[waits, np.full(100, 0.03)])  # and 10 % of joins the simulation saw as free steps
+    assert fitted["dist"] == "lognormal"
+    assert fitted["mean"] == pytest.approx(2e-4 * math.exp(0.08), rel=0.1)
+    assert fitted["cv"] == pytest.approx(math.sqrt(math.expm1(0.16)), rel=0.2)
+    assert call_model(np.full(5, 1e-3)) == {"dist": "constant", "mean": pytest.approx(1e-3)}
+    assert call_model(np.zeros(5)) is None and call_model(np.array([])) is None
 
 
 def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
