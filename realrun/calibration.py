@@ -149,6 +149,11 @@ def quartile_sigma(q25: float, q75: float) -> float:
     return math.log(q75 / q25) / NORMAL_IQR
 
 
+def lognormal_cv(sigma: float) -> float:
+    """The coefficient of variation of a lognormal of this sigma."""
+    return math.sqrt(math.expm1(sigma**2))
+
+
 def lognormal_model(mean: float, cv: float) -> dict[str, Any]:
     """A ``workload.compute``-like table: lognormal with this mean and cv, constant if cv < 1 %."""
     return {"dist": "constant", "mean": mean} if cv < 0.01 else {"dist": "lognormal", "mean": mean, "cv": cv}

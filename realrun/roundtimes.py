@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.calibration import fit_linear, quartile_sigma
+from stragglerlab.realrun.calibration import fit_linear, lognormal_cv, quartile_sigma
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
@@ -287,7 +287,7 @@ def spread(samples: Sequence[float]) -> float:
     if q25 <= 0:
         return 0.0
     sigma = max(quartile_sigma(q25, q75), math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
-    return math.sqrt(math.expm1(sigma**2))
+    return lognormal_cv(sigma)
 
 
 def table_rows(m: Measurement, P: int) -> list[Row]:

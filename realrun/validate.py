@@ -51,7 +51,7 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, Run, load_run
-from stragglerlab.realrun.calibration import compute_model, lognormal_model, quartile_sigma
+from stragglerlab.realrun.calibration import compute_model, lognormal_cv, lognormal_model, quartile_sigma
 from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, from_dict
@@ -154,7 +154,7 @@ def call_model(waits: np.ndarray) -> dict[str, Any] | None:
     if q25 <= 0:
         return compute_model(waits)
     sigma = quartile_sigma(q25, q75)
-    return lognormal_model(float(median * math.exp(sigma**2 / 2)), math.sqrt(math.expm1(sigma**2)))
+    return lognormal_model(float(median * math.exp(sigma**2 / 2)), lognormal_cv(sigma))
 
 
 #: simulations that refit the call cost on the calls the previous one released at their posts, at most

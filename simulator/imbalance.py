@@ -187,16 +187,19 @@ class ExchangeSpread:
         return out
 
     def at(self, cv: float, n: int, worker: int) -> float:
-        """The factor of ``worker``'s exchange at iteration ``n`` (the reference engine's)."""
-        return float(lognormal_factor(self._normals(n)[worker], cv)) if cv > 0 else 1.0
-
-    def _normals(self, n: int) -> np.ndarray:
-        """Iteration ``n``'s draws of the worker stream (kept while the iterations around it run)."""
+        """The factor of ``worker``'s exchange at iteration ``n`` (the reference engine's, one exchange at a time:
+        the iteration's draws are kept while the iterations around it run)."""
+        if cv == 0:
+            return 1.0
         if n not in self._rows:
             if len(self._rows) > 4 * KEPT_ROWS:
                 self._rows = {k: v for k, v in self._rows.items() if k > n - KEPT_ROWS}
-            self._rows[n] = _stream(self.seed, n, _WORKER).standard_normal(self.workers)
-        return self._rows[n]
+            self._rows[n] = self._normals(n)
+        return float(lognormal_factor(self._rows[n][worker], cv))
+
+    def _normals(self, n: int) -> np.ndarray:
+        """Iteration ``n``'s draws of the worker stream."""
+        return _stream(self.seed, n, _WORKER).standard_normal(self.workers)
 
 
 def released_eager_sgd_delays(workers: int, iterations: int, seed: int, delay: float) -> np.ndarray:
