@@ -69,6 +69,7 @@ from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.fast.rounds import bucketed_end
+from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, GOSSIP, SPREAD
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
 from stragglerlab.simulator.scenario import Scenario
@@ -81,8 +82,9 @@ FLAG_RESIDUAL = 0.20
 #: ``--balanced``: rounds back to back, no imbalance
 BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
-#: a row of the cost table: kind, ranks, bytes, seconds, cv
-Row = tuple[str, int, float, float, float]
+STALL_FENCE = 3.0  # interquartile ranges above the third quartile, in log: the far-out fence
+#: a row of the cost table: kind, ranks, bytes, seconds and how single rounds vary about them
+Row = tuple[str, int, float, float, Spread]
 
 
 def ddp_rounds(backend: str, model: str) -> bool:
@@ -273,21 +275,25 @@ def measure(
     return out if rank == 0 else None
 
 
-def spread(samples: Sequence[float]) -> float:
-    """The cv of single rounds, as the lognormal factor of mean 1 the simulation gives each exchange: sigma wide
-    enough for the rounds' interquartile range (ln(q75 / q25) / 1.349) and for the factor's median to lie as far
-    below its mean as the rounds' median lies below theirs (sqrt(2 ln(mean / median))), whichever is wider.
-    **(choice)** Not the standard deviation: under load a few rounds take several milliseconds, which the table's
-    mean holds already and which would otherwise widen every round; but they pull the mean above the bulk of the
-    rounds, and the median rule keeps the bulk where it was measured."""
-    if len(samples) < 4:
-        return 0.0
-    q25, median, q75 = np.percentile(samples, [25, 50, 75])
-    mean = float(np.mean(samples))
-    if q25 <= 0:
-        return 0.0
-    sigma = max(quartile_sigma(q25, q75), math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
-    return lognormal_cv(sigma)
+def spread(samples: Sequence[float]) -> Spread:
+    """How single rounds vary about their mean, as the :class:`~stragglerlab.simulator.imbalance.Spread` the
+    simulation draws each exchange's factor from. Under load the rounds are a tight bulk and rare stalls of
+    milliseconds (a rank that lost its core), which no single lognormal fits: one as wide as the stalls puts most of
+    the bulk far below where it was measured. A stall is a round beyond the far-out fence of the rounds' logarithms,
+    ln q75 + max(3 (ln q75 − ln q25), ln 2): at least twice the third quartile. ``stalls`` is their fraction, ``stall``
+    how far their mean lies above the others' mean, relative to the mean of all; the others' ``cv`` is the lognormal's
+    whose interquartile range is theirs (σ = ln(q75 / q25) / 1.349). **(choice)** Quartiles, not the standard
+    deviation, for the bulk: the few largest rounds left in it would set the spread of all."""
+    x = np.asarray(samples, dtype=float)
+    if len(x) < 4 or x.min() <= 0:
+        return Spread()
+    q25, q75 = np.percentile(np.log(x), [25, 75])
+    stalled = np.log(x) > q75 + max(STALL_FENCE * (q75 - q25), math.log(2))
+    bulk = x[~stalled]
+    cv = lognormal_cv(quartile_sigma(*np.percentile(bulk, [25, 75])))
+    if not stalled.any():
+        return Spread(cv)
+    return Spread(cv, float(stalled.mean()), float((x[stalled].mean() - bulk.mean()) / x.mean()))
 
 
 def table_rows(m: Measurement, P: int) -> list[Row]:
@@ -305,9 +311,10 @@ def table_rows(m: Measurement, P: int) -> list[Row]:
 def write_table(path: Path, rows: list[Row]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow((*COLUMNS, SPREAD))
+        writer.writerow((*COLUMNS, *SPREAD))
         writer.writerows(
-            (kind, ranks, nbytes, f"{seconds:.6e}", f"{cv:.4f}") for kind, ranks, nbytes, seconds, cv in rows
+            (kind, ranks, nbytes, f"{seconds:.6e}", f"{s.cv:.4f}", f"{s.stalls:.4f}", f"{s.stall * seconds:.6e}")
+            for kind, ranks, nbytes, seconds, s in rows
         )
 
 
@@ -341,10 +348,12 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     ]
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
         lo, hi = figure.spread()
+        stalls = spread(figure.samples).stalls
         lines.append(
             f"  {name} {kind} over {ranks} ranks, {nbytes:.10g} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
             f"{figure.median * 1e3:.3f} ms "
-            f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks)"
+            f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks"
+            f"{f', {stalls:.0%} stalled' if stalls else ''})"
         )
     lo, hi = m.gap.spread()
     lines.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.measured import MeasuredModel, read_table
 from stragglerlab.simulator.network import NetworkModel
 
@@ -28,10 +29,10 @@ class CostModel(Protocol):
         """The data exchanges of rounds that run at the same time, one per group of ranks."""
         ...
 
-    def spread(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> float:
-        """The coefficient of variation of single exchanges of ``kind`` (a rounds kind, ``gossip`` or ``push``): 0
-        when each takes exactly its time, else each takes its time times a lognormal factor of mean 1 and this cv,
-        drawn per exchange from the scenario's seed."""
+    def spread(self, kind: str, nbytes: float, ranks: Sequence[int] | int) -> Spread:
+        """How single exchanges of ``kind`` (a rounds kind, ``gossip`` or ``push``) vary about their time: exact when
+        each takes exactly its time, else each takes its time times a factor of mean 1 (a lognormal bulk and rare
+        stalls), drawn per exchange from the scenario's seed."""
         ...
 
     def activation(self, p: int) -> float:

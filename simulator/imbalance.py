@@ -7,12 +7,14 @@ i, n and the compute and imbalance models, never of the algorithm. Each iteratio
 software cost of the calls that wait for no exchange (``workload.call``, :class:`CallCosts`), drawn alike. Any block of
 iterations can therefore be produced on its own, in any order, by the simulator or by a real run's rank.
 
-The spread of exchange times (:class:`ExchangeSpread`) comes from streams of its own as well: one standard normal
-draw per round index, and one per worker-iteration, which an exchange's cv turns into its factor.
+The spread of exchange times (:class:`ExchangeSpread`) comes from streams of its own as well: a standard normal and a
+uniform draw per round index, and per worker-iteration, which an exchange's :class:`Spread` turns into its factor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -156,50 +158,80 @@ def lognormal_factor(z: np.ndarray | float, cv: float) -> np.ndarray | float:
     return np.exp(np.sqrt(sigma2) * z - sigma2 / 2)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """How single exchanges of one kind vary about their mean time T: a lognormal bulk and rare stalls. A fraction
+    ``stalls`` of the exchanges stall and take ``stall`` · T more than the bulk; the bulk's mean is
+    T · (1 − stalls · stall), so the mean stays T, and its coefficient of variation is ``cv``. All 0 (the formulas'):
+    every exchange takes exactly T."""
+
+    cv: float = 0.0
+    stalls: float = 0.0
+    stall: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        """Every exchange takes exactly its time (no draw is made)."""
+        return self.cv == 0 and self.stalls == 0
+
+    def factor(self, z: np.ndarray | float, u: np.ndarray | float) -> np.ndarray | float:
+        """The factors on T for standard normal draws ``z`` and uniform draws ``u`` (a stall where u < stalls): of
+        mean 1, and exactly the bulk's lognormal without stalls."""
+        bulk = lognormal_factor(z, self.cv)
+        if self.stalls == 0:
+            return bulk
+        return (1.0 - self.stalls * self.stall) * bulk + self.stall * (np.asarray(u) < self.stalls)
+
+
 class ExchangeSpread:
-    """The factors by which single exchanges vary about the cost model's time (its ``spread``, a cv per exchange
-    kind): a lognormal of mean 1 and that cv. An exchange that rounds number (a round, an LSGD exchange) takes the
-    first draw of its index's round stream; a worker's own exchange at iteration n (gossip, ad-psgd, a push to the
-    server) takes the worker's draw of iteration n's worker stream. No draw is made where the cv is 0."""
+    """The factors by which single exchanges vary about the cost model's time (its :class:`Spread` per exchange
+    kind). An exchange that rounds number (a round, an LSGD exchange) takes the first normal and the first uniform
+    draw of its index's round stream; a worker's own exchange at iteration n (gossip, ad-psgd, a push to the server)
+    takes the worker's normal and uniform draws of iteration n's worker stream. No draw is made where the spread is
+    exact."""
 
     def __init__(self, scenario: Scenario):
         self.seed = scenario.seed
         self.workers = scenario.workers
-        self._rows: dict[int, np.ndarray] = {}
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def rounds(self, cvs: np.ndarray) -> np.ndarray:
-        """The factors of exchanges 0 .. len(cvs) − 1, exchange m's of cv ``cvs[m]``."""
-        out = np.ones(len(cvs))
-        for m in np.flatnonzero(cvs > 0):
-            out[m] = lognormal_factor(_stream(self.seed, int(m), _ROUND).standard_normal(), float(cvs[m]))
+    def rounds(self, spreads: Sequence[Spread]) -> np.ndarray:
+        """The factors of exchanges 0 .. len(spreads) − 1, exchange m's of spread ``spreads[m]``."""
+        out = np.ones(len(spreads))
+        for m, spread in enumerate(spreads):
+            if not spread.exact:
+                stream = _stream(self.seed, m, _ROUND)
+                out[m] = spread.factor(stream.standard_normal(), stream.random())
         return out
 
-    def block(self, cv: float, n0: int, n1: int, out: np.ndarray | None = None) -> np.ndarray:
+    def block(self, spread: Spread, n0: int, n1: int, out: np.ndarray | None = None) -> np.ndarray:
         """The factors of every worker's exchange at iterations ``n0 .. n1-1``, an (n1 - n0) x workers matrix
         (``out`` when given)."""
         if out is None:
             out = np.empty((max(n1 - n0, 0), self.workers))
-        if cv == 0:
+        if spread.exact:
             out.fill(1.0)
             return out
         for k, n in enumerate(range(n0, n1)):
-            out[k] = lognormal_factor(self._normals(n), cv)
+            out[k] = spread.factor(*self._draws(n))
         return out
 
-    def at(self, cv: float, n: int, worker: int) -> float:
+    def at(self, spread: Spread, n: int, worker: int) -> float:
         """The factor of ``worker``'s exchange at iteration ``n`` (the reference engine's, one exchange at a time:
         the iteration's draws are kept while the iterations around it run)."""
-        if cv == 0:
+        if spread.exact:
             return 1.0
         if n not in self._rows:
             if len(self._rows) > 4 * KEPT_ROWS:
                 self._rows = {k: v for k, v in self._rows.items() if k > n - KEPT_ROWS}
-            self._rows[n] = self._normals(n)
-        return float(lognormal_factor(self._rows[n][worker], cv))
+            self._rows[n] = self._draws(n)
+        z, u = self._rows[n]
+        return float(spread.factor(z[worker], u[worker]))
 
-    def _normals(self, n: int) -> np.ndarray:
-        """Iteration ``n``'s draws of the worker stream."""
-        return _stream(self.seed, n, _WORKER).standard_normal(self.workers)
+    def _draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Iteration ``n``'s normal and uniform draws of the worker stream, one of each per worker."""
+        stream = _stream(self.seed, n, _WORKER)
+        return stream.standard_normal(self.workers), stream.random(self.workers)
 
 
 def released_eager_sgd_delays(workers: int, iterations: int, seed: int, delay: float) -> np.ndarray:

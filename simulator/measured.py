@@ -5,9 +5,11 @@
 its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated
 linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not
 measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas.
-An optional ``cv`` column gives the coefficient of variation of single exchanges of that row (empty or absent: 0),
-interpolated linearly in log(bytes); where it is above 0 each exchange of that kind takes its time times a lognormal
-factor of mean 1 and that cv (:class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table has them at the
+Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0), each
+interpolated linearly in log(bytes): ``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled
+exchange takes beyond the others' mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of
+mean T − stalls · stall; each exchange then takes its time times a factor of mean 1 (:class:`~.imbalance.Spread`,
+drawn by :class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table has them at the
 run's rank count, are the whole time of one gossip exchange once the models it needs are posted (as the real harness
 meets it: far more than two messages of alpha and beta where a peer's communication thread serves the exchange), and
 replace the messages the formulas count; without them a gossip exchange is counted in messages. The activation token,
@@ -26,19 +28,20 @@ from pathlib import Path
 
 import numpy as np
 
+from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.network import NetworkModel, Ranks
 
 COLUMNS = ("kind", "ranks", "bytes", "seconds")
-SPREAD = "cv"  # the optional column
-#: (kind, ranks) -> sorted bytes, their seconds and their cv
+SPREAD = ("cv", "stalls", "stall")  # the optional columns
+#: (kind, ranks) -> sorted bytes, their seconds, and their cv, stalls and stall / seconds (a row each)
 Table = dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 ANY_KIND = "allreduce"
 GOSSIP = "gossip"
 
 
 def read_table(path: Path, origin: str = "network.table") -> Table:
-    """(kind, ranks) -> (sorted bytes, seconds, cv) of a measured table; every flaw is a one-line error."""
+    """(kind, ranks) -> (sorted bytes, seconds, spread) of a measured table; every flaw is a one-line error."""
     where = f"{origin}: network.table = {path}"
     try:
         with open(path, newline="") as handle:
@@ -48,19 +51,22 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
             rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise ScenarioError(f"{where}: cannot read it as comma-separated values ({err})") from None
-    measured: dict[tuple[str, int], dict[float, tuple[float, float]]] = {}
+    measured: dict[tuple[str, int], dict[float, tuple[float, tuple[float, float, float]]]] = {}
     for line, row in enumerate(rows, start=2):
         try:
             kind, ranks = row["kind"].strip(), int(row["ranks"])
             size, seconds = float(row["bytes"]), float(row["seconds"])
-            cv = float((row.get(SPREAD) or "").strip() or 0.0)
+            cv, stalls, stall = (float((row.get(name) or "").strip() or 0.0) for name in SPREAD)
         except (ValueError, AttributeError):
-            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, cv])") from None
+            spread = ", ".join(SPREAD)
+            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, {spread}])") from None
         if not kind or ranks < 1 or not (size > 0 and seconds > 0 and math.isfinite(size) and math.isfinite(seconds)):
             raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
-        if not (cv >= 0 and math.isfinite(cv)):
-            raise ScenarioError(f"{where}: line {line}: cv must be finite and >= 0")
-        measured.setdefault((kind, ranks), {})[size] = (seconds, cv)
+        if not (cv >= 0 and math.isfinite(cv) and 0 <= stalls < 1 and 0 <= stall < math.inf):
+            raise ScenarioError(f"{where}: line {line}: cv and stall must be finite and >= 0, stalls in [0, 1)")
+        if stalls * stall >= seconds:
+            raise ScenarioError(f"{where}: line {line}: stalls x stall must be below seconds (the others' mean > 0)")
+        measured.setdefault((kind, ranks), {})[size] = (seconds, (cv, stalls, stall / seconds))
     if not measured:
         raise ScenarioError(f"{where}: has no measurements")
     table = {}
@@ -84,12 +90,16 @@ class MeasuredModel:
             return 0.0
         return self._interpolated(self._key(kind, p), nbytes) + self.formulas.overhead
 
-    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> float:
-        """The rows' cv: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
-        ``allreduce`` ones; 0 without such rows at the rank count (the exchange is then priced by the formulas)."""
+    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
+        """The rows' spread: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
+        ``allreduce`` ones; exact without such rows at the rank count (the exchange is then priced by the formulas)."""
         p = ranks if isinstance(ranks, int) else len(ranks)
         key = (kind, p) if (kind, p) in self.table or kind == GOSSIP else (ANY_KIND, p)
-        return self._cv(key, nbytes) if key in self.table else 0.0
+        if key not in self.table:
+            return Spread()
+        sizes, _, spreads = self.table[key]
+        x = math.log(nbytes)
+        return Spread(*(float(np.interp(x, np.log(sizes), column)) for column in spreads.T))
 
     def _key(self, kind: str, p: int) -> tuple[str, int]:
         """The rows that price a round of ``kind`` over ``p`` ranks: its own, else the ``allreduce`` ones."""
@@ -101,10 +111,6 @@ class MeasuredModel:
                 f"{', '.join(map(str, counts)) or 'none of this kind'})"
             )
         return key
-
-    def _cv(self, key: tuple[str, int], nbytes: float) -> float:
-        sizes, _, cv = self.table[key]
-        return float(np.interp(math.log(nbytes), np.log(sizes), cv))
 
     def _interpolated(self, key: tuple[str, int], nbytes: float) -> float:
         sizes, seconds, _ = self.table[key]

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stragglerlab.simulator.imbalance import Spread
+
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
@@ -97,9 +99,9 @@ class NetworkModel:
         """A round's data exchange: an allreduce of ``nbytes`` over ``ranks``, of every ``kind``, plus the overhead."""
         return self.allreduce(ranks, nbytes) + self.overhead
 
-    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> float:
+    def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
         """The formulas give every exchange exactly its time: no spread."""
-        return 0.0
+        return Spread()
 
     def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
         """The data exchanges of collectives that run at the same time, one per group, sharing the inter-node links

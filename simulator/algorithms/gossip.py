@@ -63,16 +63,16 @@ class PeerCosts:
         self.per_node = scenario.cluster.workers_per_node
         # by: both ends on one node
         self.link = {intra: costs.gossip(self.nbytes, self.P, self.messages, intra) for intra in (False, True)}
-        self.cv = costs.spread(KIND, self.nbytes, self.P)  # each worker's exchange varies by its own factor
+        self.variation = costs.spread(KIND, self.nbytes, self.P)  # each worker's exchange varies by its own factor
         self.spread = ExchangeSpread(scenario)
 
     def factor(self, n: int, i: int) -> float:
         """The factor on the times of worker ``i``'s exchange at iteration ``n``."""
-        return self.spread.at(self.cv, n, i)
+        return self.spread.at(self.variation, n, i)
 
     def factors(self, n0: int, n1: int, out: np.ndarray) -> None:
         """The factors of every worker's exchange at iterations ``n0 .. n1-1`` into ``out``."""
-        self.spread.block(self.cv, n0, n1, out)
+        self.spread.block(self.variation, n0, n1, out)
 
     def exchange_time(self, n: int, i: int, j: int) -> float:
         """Worker ``i``'s exchange with ``j`` at iteration ``n``."""

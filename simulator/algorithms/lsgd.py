@@ -63,7 +63,7 @@ class LsgdRules:
         self.t_exchange = costs.collective("leader", nbytes, self.P)
         # exchange m takes t_exchange·factors[m]; each is triggered at a multiple of P·period or P·global_period posts
         exchanges = scenario.iterations // a.period + scenario.iterations // a.global_period + 1
-        self.factors = ExchangeSpread(scenario).rounds(np.full(exchanges, costs.spread("leader", nbytes, self.P)))
+        self.factors = ExchangeSpread(scenario).rounds([costs.spread("leader", nbytes, self.P)] * exchanges)
         self.pull, self.global_pull = a.pull, a.global_pull
         self.workers_per_node = scenario.cluster.workers_per_node
         self.update = scenario.workload.update  # the optimizer step after each iteration

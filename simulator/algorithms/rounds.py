@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from stragglerlab.simulator.engine import Call, Engine
-from stragglerlab.simulator.imbalance import ExchangeSpread
+from stragglerlab.simulator.imbalance import ExchangeSpread, Spread
 from stragglerlab.simulator.keys import NONNEG_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
@@ -64,7 +64,7 @@ class RoundRules:
         self.budget = scenario.budget  # the first round triggered at or after it is the last
         self.costs = costs
         self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
-        self._cv = {kind: costs.spread(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
+        self._spread = {kind: costs.spread(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
         self.spread = ExchangeSpread(scenario)
 
     def call_round(self, n: int) -> int | None:
@@ -88,14 +88,14 @@ class RoundRules:
         for a synchronous round, else the first one."""
         return self.P if self.synchronous(m) else 1
 
-    def cv(self, m: int) -> float:
+    def variation(self, m: int) -> Spread:
         """The spread of round ``m``'s exchange time (the cost model's, for its kind)."""
-        return self._cv[self.kind(m)]
+        return self._spread[self.kind(m)]
 
     @cached_property
     def factors(self) -> np.ndarray:
         """Each round's factor on its exchange time (all 1 where the cost model has no spread)."""
-        return self.spread.rounds(np.array([self.cv(m) for m in range(self.total)], dtype=np.float64))
+        return self.spread.rounds([self.variation(m) for m in range(self.total)])
 
     def exchange_time(self, m: int) -> float:
         """Seconds of round ``m``'s data exchange."""

@@ -48,7 +48,7 @@ class ServerRules:
         self.shard = message_bytes(scenario) / a.servers  # bytes each message carries
         self.t_push = costs.p2p(self.shard)  # a push's way to the server, and the reply's back
         self.t_service = self.shard * a.server_gamma  # the server applying one push
-        self.cv = costs.spread(PUSH, message_bytes(scenario), self.P)  # each push varies by its worker's factor
+        self.variation = costs.spread(PUSH, message_bytes(scenario), self.P)  # each push varies by its worker's factor
         self.spread = ExchangeSpread(scenario)
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.budget = scenario.budget  # a worker stops at its first reply at or after it
@@ -59,7 +59,7 @@ class ServerRules:
 
     def factor(self, call: Call) -> float:
         """The factor on the times of ``call``'s push, its service and its reply."""
-        return self.spread.at(self.cv, call.iteration, call.worker)
+        return self.spread.at(self.variation, call.iteration, call.worker)
 
 
 class ServerProcess:

@@ -81,7 +81,7 @@ class WagmaRules(RoundRules):
         self.t_phase = [
             max(costs.concurrent(self.async_kind, self.nbytes, phase_groups(s, self.P, S))) for s in range(self.phases)
         ]
-        self._cv[self.async_kind] = costs.spread(self.async_kind, self.nbytes, min(S, self.P))
+        self._spread[self.async_kind] = costs.spread(self.async_kind, self.nbytes, min(S, self.P))
 
     def exchange_time(self, m: int) -> float:
         if self.synchronous(m):

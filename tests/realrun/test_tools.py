@@ -257,11 +257,13 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     assert proc.returncode == 0, proc.stderr
     table = tmp_path / "cal.csv"
     rows = table.read_text().splitlines()
-    assert rows[0] == "kind,ranks,bytes,seconds,cv"
+    assert rows[0] == "kind,ranks,bytes,seconds,cv,stalls,stall"
     kinds = {tuple(r.split(",")[:3]) for r in rows[1:]}
     for kind in ("sync", "async", "group", "allreduce", "gossip", "push"):  # gossip: a rounds row per peer
         assert {(kind, "2", "4096"), (kind, "2", "65536")} <= kinds, kind
-    assert all(float(r.split(",")[3]) > 0 and float(r.split(",")[4]) >= 0 for r in rows[1:])
+    for row in rows[1:]:
+        seconds, cv, stalls, stall = map(float, row.split(",")[3:])
+        assert seconds > 0 and cv >= 0 and 0 <= stalls < 1 and 0 <= stalls * stall < seconds
     assert "update gap" in proc.stdout and "] (" in proc.stdout and "blocks until the median" in proc.stdout
     scenario = load(fragment)
     assert scenario.network.table == table and scenario.network.overhead == 0 and scenario.workload.update >= 0

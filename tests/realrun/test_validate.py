@@ -15,6 +15,7 @@ from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun.roundtimes import server_gamma, spread
 from stragglerlab.realrun.validate import base_compute, call_model, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import scenario
@@ -196,16 +197,23 @@ def test_a_calibrations_cost_table_is_used(tmp_path):
     assert pd.read_csv(out / "validation.csv").loc[0, "mean_iteration_error"] > 0.5
 
 
-def test_the_tables_spread_is_the_cv_of_a_lognormal_as_wide_as_the_rounds_quartiles_and_median_say():
+def test_the_tables_spread_is_a_lognormal_bulk_as_wide_as_its_quartiles_and_the_stalls_beyond_the_fence():
     rng = np.random.default_rng(0)
-    rounds = rng.lognormal(-7.0, 0.5, 4000)  # a lognormal: both rules give its own sigma
-    assert spread(rounds) == pytest.approx(math.sqrt(math.expm1(0.25)), rel=0.05)
-    # 10 % of stalls 20 times the median leave the quartiles nearly alone but pull the mean far above the median:
-    # sigma is then what puts the median of a lognormal of that mean where the rounds' is
+    rounds = rng.lognormal(-7.0, 0.5, 4000)  # a lognormal: its own sigma, and the far-out fence leaves it whole
+    found = spread(rounds)
+    assert found.cv == pytest.approx(math.sqrt(math.expm1(0.25)), rel=0.05) and found.stalls == 0.0
+    # 10 % of stalls 20 times the median: found as such, the bulk as before, the mean kept
     stalled = np.r_[rounds, np.full(400, 20 * np.median(rounds))]
-    sigma = math.sqrt(2 * math.log(stalled.mean() / np.median(stalled)))
-    assert sigma > 1.0 and spread(stalled) == pytest.approx(math.sqrt(math.expm1(sigma**2)), rel=1e-9)
-    assert spread(np.full(10, 1e-3)) < 1e-6 and spread([1e-3, 2e-3]) == 0.0  # no spread; too few to tell
+    found = spread(stalled)
+    assert found.cv == pytest.approx(math.sqrt(math.expm1(0.25)), rel=0.05)
+    assert found.stalls == pytest.approx(400 / 4400)
+    bulk_mean = stalled.mean() * (1 - found.stalls * found.stall)
+    assert bulk_mean == pytest.approx(rounds.mean(), rel=1e-9)
+    assert found.stall * stalled.mean() == pytest.approx(20 * np.median(rounds) - rounds.mean(), rel=1e-9)
+    # rounds all alike: the fence is twice the third quartile, not the quartile itself
+    alike = spread(np.r_[np.full(20, 1e-3), 1.5e-3])
+    assert alike.stalls == 0.0 and alike.cv < 1e-6
+    assert spread([1e-3, 2e-3]) == Spread() and spread(np.full(10, 1e-3)).exact  # too few to tell; no spread
 
 
 def test_a_calibrations_server_cost_is_used(tmp_path):

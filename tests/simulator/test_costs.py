@@ -202,9 +202,12 @@ def test_a_measured_gossip_exchange_replaces_the_messages_the_formulas_count(tmp
         ("kind,ranks,bytes,seconds\nsync,two,10,1\n", "line 2 is not"),
         ("kind,ranks,bytes,seconds\nsync,2,10,-1\n", "line 2: ranks must"),
         ("kind,ranks,bytes,seconds\n", "has no measurements"),
-        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,-0.5\n", "line 2: cv must"),
-        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,nan\n", "line 2: cv must"),
+        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,-0.5\n", "line 2: cv and stall must"),
+        ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,nan\n", "line 2: cv and stall must"),
         ("kind,ranks,bytes,seconds,cv\nsync,2,10,1,wide\n", "line 2 is not"),
+        ("kind,ranks,bytes,seconds,cv,stalls,stall\nsync,2,10,1,0.1,1.0,0\n", "stalls in"),
+        ("kind,ranks,bytes,seconds,cv,stalls,stall\nsync,2,10,1,0.1,0.2,nan\n", "line 2: cv and stall must"),
+        ("kind,ranks,bytes,seconds,cv,stalls,stall\nsync,2,10,1,0.1,0.5,2\n", "must be below seconds"),
     ],
 )
 def test_a_bad_table_is_a_one_line_error_when_the_scenario_loads(tmp_path, monkeypatch, text, says):

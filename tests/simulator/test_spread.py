@@ -1,6 +1,7 @@
-"""The spread of exchange times: a measured table's ``cv`` column makes every exchange take its time times a lognormal
-factor of mean 1, drawn per exchange from the seed (a round's and an LSGD exchange's by index, a worker's own exchange
-by worker and iteration); without it, or at 0, the tables are exactly those of no spread."""
+"""The spread of exchange times: a measured table's ``cv``, ``stalls`` and ``stall`` columns make every exchange take
+its time times a factor of mean 1 (a lognormal bulk and rare stalls), drawn per exchange from the seed (a round's and an
+LSGD exchange's by index, a worker's own exchange by worker and iteration); without them, or at 0, the tables are
+exactly those of no spread."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pandas as pd
 import pytest
 
 from stragglerlab.simulator import algorithms
-from stragglerlab.simulator.imbalance import ExchangeSpread, lognormal_factor
+from stragglerlab.simulator.imbalance import ExchangeSpread, Spread, lognormal_factor
 from tests.helpers import run_tables, scenario
 from tests.simulator.test_fast_engine import assert_same_tables
 
-T, CV = 2e-3, 0.5  # every exchange's measured time, and its spread
+T, CV = 2e-3, 0.5  # every exchange's measured time, and its cv without stalls
+#: with stalls: 10 % of the exchanges take 2 T more than the others, whose mean is 0.8 T
+STALLED = Spread(cv=0.3, stalls=0.1, stall=2.0)
 GAMMA = 1e-6  # the server's seconds per byte: a push is its service alone (alpha = beta = 0)
 NAMES = [r.name for r in algorithms.RECORDS]
 
@@ -22,14 +25,15 @@ def engines(name: str) -> list[str]:
     return ["reference", "fast"] if algorithms.get(name).kernel is not None else ["reference"]
 
 
-def spread_scenario(tmp_path, name: str, cv: float | None = CV, **keys):
-    """``name`` on a table that prices every kind at T (the server by GAMMA) with ``cv`` (None: no cv column)."""
+def spread_scenario(tmp_path, name: str, spread: Spread | None = STALLED, **keys):
+    """``name`` on a table that prices every kind at T (the server by GAMMA) with ``spread`` (None: no spread
+    columns)."""
     P = keys.pop("cluster.workers", 4)
     rows = [(kind, p, size, T) for kind in ("allreduce", "gossip", "push") for p in (1, 2, P) for size in (1, 1e9)]
     table = pd.DataFrame(rows, columns=["kind", "ranks", "bytes", "seconds"])
-    if cv is not None:
-        table["cv"] = cv
-    path = tmp_path / f"costs-{cv}.csv"
+    if spread is not None:
+        table["cv"], table["stalls"], table["stall"] = spread.cv, spread.stalls, spread.stall * T
+    path = tmp_path / f"costs-{spread}.csv"
     table.to_csv(path, index=False)
     return scenario(
         **{
@@ -52,24 +56,43 @@ def spread_scenario(tmp_path, name: str, cv: float | None = CV, **keys):
 
 def test_the_factors_have_mean_one_and_the_cv_and_none_is_drawn_at_zero():
     spread = ExchangeSpread(scenario(**{"cluster.workers": 50}))
-    rounds = spread.rounds(np.full(20_000, CV))
-    block = spread.block(CV, 0, 400)
+    lognormal = Spread(CV)
+    rounds = spread.rounds([lognormal] * 20_000)
+    block = spread.block(lognormal, 0, 400)
     for f in (rounds, block.ravel()):
         assert f.mean() == pytest.approx(1.0, abs=0.02) and f.std() / f.mean() == pytest.approx(CV, rel=0.05)
-    assert spread.at(CV, 7, 3) == block[7, 3]
-    assert np.array_equal(spread.rounds(np.array([0.0, CV, 0.0]))[[0, 2]], [1.0, 1.0])
-    assert np.array_equal(spread.block(0.0, 0, 3), np.ones((3, 50))) and spread.at(0.0, 7, 3) == 1.0
+    assert spread.at(lognormal, 7, 3) == block[7, 3]
+    assert np.array_equal(spread.rounds([Spread(), lognormal, Spread()])[[0, 2]], [1.0, 1.0])
+    assert np.array_equal(spread.block(Spread(), 0, 3), np.ones((3, 50))) and spread.at(Spread(), 7, 3) == 1.0
     assert lognormal_factor(np.array([-3.0, 0.0, 2.5]), 0.0).tolist() == [1.0, 1.0, 1.0]
     # common random numbers: the same seed gives the same factors, another seed others
-    assert np.array_equal(ExchangeSpread(scenario(**{"cluster.workers": 50})).block(CV, 0, 400), block)
-    assert not np.array_equal(ExchangeSpread(scenario(seed=1, **{"cluster.workers": 50})).block(CV, 0, 400), block)
+    assert np.array_equal(ExchangeSpread(scenario(**{"cluster.workers": 50})).block(lognormal, 0, 400), block)
+    assert not np.array_equal(
+        ExchangeSpread(scenario(seed=1, **{"cluster.workers": 50})).block(lognormal, 0, 400), block
+    )
+
+
+def test_stalls_are_the_given_fraction_and_keep_the_mean():
+    spread = ExchangeSpread(scenario(**{"cluster.workers": 50}))
+    for f in (spread.rounds([STALLED] * 20_000), spread.block(STALLED, 0, 400).ravel()):
+        stalled = f > STALLED.stall  # a stall adds 2, the others' factor 0.8 x lognormal(0.3) is almost never 2
+        assert f.mean() == pytest.approx(1.0, abs=0.02)
+        assert stalled.mean() == pytest.approx(STALLED.stalls, abs=0.01)
+        others = f[~stalled]
+        assert others.mean() == pytest.approx(0.8, rel=0.02) and others.std() / others.mean() == pytest.approx(
+            STALLED.cv, rel=0.05
+        )
+    # the bulk's draws are those of the same cv without stalls, scaled to their mean; a stall adds to them
+    extra = spread.block(STALLED, 0, 50) - 0.8 * spread.block(Spread(STALLED.cv), 0, 50)
+    added = np.isclose(extra, STALLED.stall, rtol=1e-12)
+    assert np.all(added | np.isclose(extra, 0.0, atol=1e-12)) and 0 < added.mean() < 0.5
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_spread_is_exactly_no_spread(tmp_path, name):
     for engine in engines(name):
-        bare = run_tables(spread_scenario(tmp_path, name, cv=None), engine)
-        zero = run_tables(spread_scenario(tmp_path, name, cv=0.0), engine)
+        bare = run_tables(spread_scenario(tmp_path, name, spread=None), engine)
+        zero = run_tables(spread_scenario(tmp_path, name, spread=Spread()), engine)
         for a, b in zip(bare, zero, strict=True):
             pd.testing.assert_frame_equal(a, b)
 
@@ -85,17 +108,17 @@ def test_every_exchange_takes_its_time_times_its_factor(tmp_path, name):
         took = (rounds["t_done"] - rounds["t_trigger"]).to_numpy()
         if name in ("async-ps", "easgd"):  # the service of the push worker 0 made at the carried iteration
             pushes = it[it["fresh"] & (it["t_done"] > it["t_post"])].sort_values("round")
-            factor = [spread.at(CV, n, 0) for n in pushes["iteration"]]
+            factor = [spread.at(STALLED, n, 0) for n in pushes["iteration"]]
             expected = GAMMA * 4 * s.workload.params * np.array(factor)
         elif name in ("d-psgd", "sgp", "ad-psgd"):  # each worker's own exchange: its factor of the iteration
-            factor = [spread.at(CV, n, i) for n, i in zip(m, rounds["initiator"], strict=True)]
+            factor = [spread.at(STALLED, n, i) for n, i in zip(m, rounds["initiator"], strict=True)]
             expected = T * np.array(factor)
         elif name == "lsgd":  # exchange m starts at the last join: the latest post among the calls it releases
             joined = it[it["t_done"] > it["t_post"]].groupby("round")["t_post"].max()
             took = (rounds["t_done"] - joined.reindex(m).to_numpy()).to_numpy()
-            expected = T * spread.rounds(np.full(len(m), CV))
+            expected = T * spread.rounds([STALLED] * len(m))
         else:  # a round: its exchange starts at its trigger (no activation token with alpha = 0)
-            expected = T * spread.rounds(np.full(m.max() + 1, CV))[m]
+            expected = T * spread.rounds([STALLED] * (m.max() + 1))[m]
         if name == "sgp":  # a worker whose own post came last waits less than the exchange
             assert np.all(took <= expected * (1 + 1e-9)) and np.isclose(took, expected, rtol=1e-9).mean() > 0.3
         else:
