@@ -41,7 +41,8 @@ the median of every round so far is taken, and measuring stops when the last thr
 (relative, max/min − 1) of each other, or after ``max_blocks`` blocks (the figure is then flagged unstable). Each figure
 is printed as its mean, its median and the interquartile range of the single rounds. The table holds the **mean**
 (**(choice)**: the simulation gives every round one time, and a mean iteration time is predicted by the mean round time;
-under load the rounds' times are skewed, a few of several milliseconds).
+under load the rounds' times are skewed, a few of several milliseconds), and how single rounds vary about it
+(:func:`spread`: a lognormal bulk and rare stalls, which the simulation draws each exchange's factor from).
 
 **Fits**: per (kind, ranks), ``seconds ≈ overhead + bytes × slope`` (least squares weighted by 1/t, as the network
 fits); the intercept is the per-round overhead. Its RMS relative residual over 20 % is flagged: the line does not

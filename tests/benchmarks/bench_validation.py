@@ -2,7 +2,7 @@
 random delays, the network calibrated with ``stragglerlab calibrate --collectives``; the mean iteration-time error
 trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the waits, each over K repeated real runs.
 
-    python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 40] [--compute 0.03]
+    python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 60] [--compute 0.03]
                                                 [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
     python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]
     python tests/benchmarks/bench_validation.py --revalidate [--ranks 2 3 4] [--repeats 2] [-o DIR]
@@ -92,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--compute", type=float, default=0.03)
     parser.add_argument("--delay", type=float, default=0.03)
     parser.add_argument("--factor", type=float, default=1.5)
