@@ -5,10 +5,11 @@
 its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated
 linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not
 measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas.
-Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0), each
-interpolated linearly in log(bytes): ``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled
-exchange takes beyond the others' mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of
-mean T − stalls · stall; each exchange then takes its time times a factor of mean 1 (:class:`~.imbalance.Spread`,
+Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0):
+``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled exchange takes beyond the others'
+mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of mean T − stalls · stall. Between
+sizes ``cv``, ``stalls`` and the share of the mean in stalls (stalls · stall / T, below 1) are interpolated linearly in
+log(bytes); each exchange then takes its time times a factor of mean 1 (:class:`~.imbalance.Spread`,
 drawn by :class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table has them at the
 run's rank count, are the whole time of one gossip exchange once the models it needs are posted (as the real harness
 meets it: far more than two messages of alpha and beta where a peer's communication thread serves the exchange), and
@@ -34,7 +35,7 @@ from stragglerlab.simulator.network import NetworkModel, Ranks
 
 COLUMNS = ("kind", "ranks", "bytes", "seconds")
 SPREAD = ("cv", "stalls", "stall")  # the optional columns
-#: (kind, ranks) -> sorted bytes, their seconds, and their cv, stalls and stall / seconds (a row each)
+#: (kind, ranks) -> sorted bytes, their seconds, and their cv, stalls and share of the mean in stalls (a row each)
 Table = dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 ANY_KIND = "allreduce"
 GOSSIP = "gossip"
@@ -66,7 +67,7 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
             raise ScenarioError(f"{where}: line {line}: cv and stall must be finite and >= 0, stalls in [0, 1)")
         if stalls * stall >= seconds:
             raise ScenarioError(f"{where}: line {line}: stalls x stall must be below seconds (the others' mean > 0)")
-        measured.setdefault((kind, ranks), {})[size] = (seconds, (cv, stalls, stall / seconds))
+        measured.setdefault((kind, ranks), {})[size] = (seconds, (cv, stalls, stalls * stall / seconds))
     if not measured:
         raise ScenarioError(f"{where}: has no measurements")
     table = {}
@@ -98,8 +99,9 @@ class MeasuredModel:
         if key not in self.table:
             return Spread()
         sizes, _, spreads = self.table[key]
-        x = math.log(nbytes)
-        return Spread(*(float(np.interp(x, np.log(sizes), column)) for column in spreads.T))
+        # the share of the mean in stalls is interpolated, not the stall itself, so that it stays below 1 between rows
+        cv, stalls, share = (float(np.interp(math.log(nbytes), np.log(sizes), column)) for column in spreads.T)
+        return Spread(cv, stalls, share / stalls if stalls > 0 else 0.0)
 
     def _key(self, kind: str, p: int) -> tuple[str, int]:
         """The rows that price a round of ``kind`` over ``p`` ranks: its own, else the ``allreduce`` ones."""

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ExchangeSpread, Spread, lognormal_factor
 from tests.helpers import run_tables, scenario
 from tests.simulator.test_fast_engine import assert_same_tables
@@ -133,3 +134,16 @@ def test_fast_equals_reference_with_a_spread(tmp_path, name, duration):
         tmp_path, name, iterations=60, duration=duration, **{"workload.call": {"dist": "constant", "mean": 1e-3}}
     )
     assert_same_tables(s, window=8)
+
+
+def test_between_sizes_the_share_of_the_mean_in_stalls_is_interpolated_and_stays_below_one(tmp_path):
+    # rare long stalls at one size, frequent short ones at the other: interpolating the stall itself would give a
+    # share of 0.455 x 45 = 20 times the mean between them, and the others a negative time
+    path = tmp_path / "costs.csv"
+    path.write_text("kind,ranks,bytes,seconds,cv,stalls,stall\nsync,2,1,1,0.2,0.9,0.01\nsync,2,100,1,0.4,0.01,90\n")
+    model = cost_model(scenario(**{"cluster.workers": 2, "network.table": str(path)}))
+    middle = model.spread("sync", 10, 2)
+    assert middle.cv == pytest.approx(0.3) and middle.stalls == pytest.approx(0.455)
+    assert middle.stalls * middle.stall == pytest.approx((0.009 + 0.9) / 2)
+    assert model.spread("sync", 1, 2) == Spread(0.2, 0.9, 0.01) and model.spread("sync", 100, 2).stall == 90
+    assert model.spread("async", 10, 2).exact and model.spread("sync", 10, 3).exact  # no rows of theirs: exact
