@@ -288,8 +288,9 @@ def spread(samples: Sequence[float]) -> Spread:
     x = np.asarray(samples, dtype=float)
     if len(x) < 4 or x.min() <= 0:
         return Spread()
-    q25, q75 = np.percentile(np.log(x), [25, 75])
-    stalled = np.log(x) > q75 + max(STALL_FENCE * (q75 - q25), math.log(2))
+    logs = np.log(x)
+    q25, q75 = np.percentile(logs, [25, 75])
+    stalled = logs > q75 + max(STALL_FENCE * (q75 - q25), math.log(2))
     bulk = x[~stalled]
     cv = lognormal_cv(quartile_sigma(*np.percentile(bulk, [25, 75])))
     if not stalled.any():
