@@ -2,10 +2,10 @@
 random delays, the network calibrated with ``stragglerlab calibrate --collectives``; the mean iteration-time error
 trace-driven and out of sample, and the Kolmogorov–Smirnov distance of the waits, each over K repeated real runs.
 
-    python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 2] [--iterations 60] [--compute 0.03]
+    python tests/benchmarks/bench_validation.py [--ranks 2 3 4] [--repeats 3] [--iterations 60] [--compute 0.03]
                                                 [--delay 0.03] [--factor 1.5] [--params 100000] [-o DIR]
-    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 2] [-o DIR]
-    python tests/benchmarks/bench_validation.py --revalidate [--ranks 2 3 4] [--repeats 2] [-o DIR]
+    python tests/benchmarks/bench_validation.py --ddp [--ranks 2 3 4] [--repeats 3] [-o DIR]
+    python tests/benchmarks/bench_validation.py --revalidate [--ranks 2 3 4] [--repeats 3] [-o DIR]
 
 Per P: one calibration (the cost table of the round kinds at 200, 400 and 800 kB, timed under the straggler imbalance,
 and the update gap), or with ``--calibrate-each`` one per algorithm and imbalance just before its runs, timed under that
@@ -84,14 +84,14 @@ def calibrate(args: argparse.Namespace, P: int, fragment: Path, algorithm: str, 
         which = ["--algorithms", ",".join(dict.fromkeys(["sync", algorithm])), "--sizes", str(4 * args.params)]
     else:
         which = ["--sizes", "200000,400000,800000"]
-    stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", *which, "--max-blocks", "5", "-o",
+    stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", *which, "--max-blocks", "12", "-o",
                  str(fragment), "--force")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--compute", type=float, default=0.03)
     parser.add_argument("--delay", type=float, default=0.03)
@@ -238,8 +238,8 @@ def ddp(args: argparse.Namespace, buckets: int = 4) -> None:
         text = DDP_SCENARIO.format(P=P, iterations=4 * args.iterations, buckets=buckets, backward=backward, delay=0.01)
         path.write_text(text)
         gloo = out / "gloo.toml"
-        stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "--max-blocks",
-                     "5", "-o", str(gloo), "--force")  # fmt: skip
+        stragglerlab("calibrate", str(path), "--np", str(P), "--collectives", "--backend", "torch", "-o", str(gloo),
+                     "--force")  # fmt: skip
         calibration = read_calibration(gloo)
         errors, ks, real_mean = [], [], []
         for k in range(args.repeats):

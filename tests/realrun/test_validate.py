@@ -12,6 +12,7 @@ import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
+from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.roundtimes import server_gamma, spread
 from stragglerlab.realrun.validate import base_compute, call_model, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
@@ -214,6 +215,37 @@ def test_the_tables_spread_is_a_lognormal_bulk_as_wide_as_its_quartiles_and_the_
     alike = spread(np.r_[np.full(20, 1e-3), 1.5e-3])
     assert alike.stalls == 0.0 and alike.cv < 1e-6
     assert spread([1e-3, 2e-3]) == Spread() and spread(np.full(10, 1e-3)).exact  # too few to tell; no spread
+
+
+class OneRank:
+    """What ``measure`` asks of its communicator, for rank 0 of two."""
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return 2
+
+    def bcast(self, value, root=0):
+        return value
+
+
+@pytest.mark.parametrize("stall", [0.0, 0.2])
+def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_and_the_mean_are_stable(monkeypatch, stall):
+    # every block 100 rounds of 1 ms; with stall, one of 200 ms in the third: the median stays put, the mean does not
+    seeds = []
+    blocks = iter([np.full(100, 1e-3)] * 2 + [np.r_[np.full(99, 1e-3), stall or 1e-3]] + [np.full(100, 1e-3)] * 9)
+    monkeypatch.setattr(roundtimes, "run_rank", lambda s, *_, **__: seeds.append(s.seed))
+    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": next(blocks)}, np.zeros(3), 400))
+    base = scenario(algorithm={"name": "sync"}, seed=7)
+    measured = roundtimes.measure(base, OneRank(), ["sync"], [400], max_blocks=8)
+    figure = measured.rounds[("sync", "sync", 2, 400)]
+    assert seeds == list(range(7, 7 + len(seeds)))  # each block its own seed, from the scenario's
+    assert figure.medians == [1e-3] * len(seeds)
+    if stall:  # the mean falls back by 1/k per block and never moves less than 5 % over three: the cap, flagged
+        assert len(seeds) == 8 and not figure.stable(0.05) and measured.unstable == [("sync", 400)]
+    else:
+        assert len(seeds) == 3 and figure.stable(0.05) and not measured.unstable
 
 
 def test_a_calibrations_server_cost_is_used(tmp_path):
