@@ -12,11 +12,15 @@
 
 /* pcoll_wait polls without pause for WAIT_SPIN_S, then yields the core between polls (to whoever else is runnable
  * on it: the ranks it waits for, where ranks outnumber cores; spinning 50 us made small rounds 3-7x slower at 4
- * ranks on 2 cores) for as long as a round is in flight here, since a transfer moves only when polled (a waiter
- * that slept between polls made a 1 MiB round 30 % slower); with no round in flight (waiting for another rank's
- * activation) it sleeps after WAIT_YIELD_S, with a backoff capped at WAIT_SLEEP_CAP_NS. */
+ * ranks on 2 cores) while a round in flight here moves, since a transfer moves only when polled (a waiter that slept
+ * between polls made a 1 MiB round 30 % slower); once nothing moved for WAIT_YIELD_S with no round in flight
+ * (waiting for another rank's activation), or for WAIT_ROUND_YIELD_S with one (waiting for a straggler's part of a
+ * synchronous round), it sleeps, with a backoff capped at WAIT_SLEEP_CAP_NS. Yielding is no rest where ranks
+ * outnumber cores: three ranks that yielded for 150 ms while a 4-rank synchronous round waited for its straggler kept
+ * the run queue full, and the round took 30-80 ms once the straggler came, against 1 ms otherwise. */
 #define WAIT_SPIN_S 5e-6
 #define WAIT_YIELD_S 200e-6
+#define WAIT_ROUND_YIELD_S 1e-3
 enum { WAIT_SLEEP_CAP_NS = 20000 };
 
 void pcoll_options_default(pcoll_options *opt)
@@ -240,7 +244,7 @@ int pcoll_wait(pcoll_t *c, float *out, pcoll_round *rec, int *fresh, unsigned ch
         if (did) {
             idle_since = MPI_Wtime();
             ns = 0;
-        } else if (idle > WAIT_YIELD_S && !in_round) {
+        } else if (idle > (in_round ? WAIT_ROUND_YIELD_S : WAIT_YIELD_S)) {
             pcoll_backoff(&ns, WAIT_SLEEP_CAP_NS);
         } else if (idle > WAIT_SPIN_S) {
             sched_yield();

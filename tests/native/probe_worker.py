@@ -46,7 +46,7 @@ def main() -> None:
     fields["group"] = np.zeros(n_calls, dtype=np.int64)
     kinds, outs = [], np.zeros((n_calls, 2 * size), dtype=np.float32)
     masks = np.zeros((n_calls, size), dtype=bool)
-    waits, posted, returned = np.zeros(n_calls), np.zeros(n_calls), np.zeros(n_calls)
+    waits, cpu, posted, returned = np.zeros(n_calls), np.zeros(n_calls), np.zeros(n_calls), np.zeros(n_calls)
     records = np.zeros(n_calls, dtype=np.int64)
     with Collective(
         args.kind,
@@ -74,9 +74,9 @@ def main() -> None:
             coll.post(x)
             if args.max_delay and rng.random() < 0.2:
                 time.sleep(rng.uniform(0.0, args.max_delay))
-            t = time.perf_counter()
+            t, used = time.perf_counter(), time.process_time()
             out, info = coll.wait()
-            waits[n] = time.perf_counter() - t
+            waits[n], cpu[n] = time.perf_counter() - t, time.process_time() - used
             returned[n] = time.monotonic()
             records[n] = n + len(coll.triggers(n)[0])
             outs[n] = out
@@ -94,6 +94,7 @@ def main() -> None:
         kind=np.array(kinds),
         mask=masks,
         wait=waits,
+        cpu=cpu,
         posted=posted,
         returned=returned,
         records=records,

@@ -249,6 +249,22 @@ def test_straggler_does_not_hold_back_solo(mpirun, tmp_path: Path) -> None:
 
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
+def test_a_rank_waiting_for_a_straggler_in_a_synchronous_round_rests(mpirun, tmp_path: Path) -> None:
+    """Rank 0 sleeps 200 ms before every post of a synchronous round. The others, their round in flight, have nothing
+    to move until it comes: they sleep between polls and use a small share of a core (all their threads together),
+    where yielding between polls would use all of one and, with ranks outnumbering cores, slow the round once the
+    straggler comes. A loaded machine gives a poller less of a core, never more."""
+    delay = 0.2
+    mpirun(3, "probe_worker.py", str(tmp_path), "--rounds=5", "--kind=sync", f"--straggler-delay={delay}",
+           "--max-delay=0", timeout=50)  # fmt: skip
+    for res in load(tmp_path, 3)[1:]:
+        waited, used = res["wait"][1:].sum(), res["cpu"][1:].sum()  # the first round: start-up
+        assert waited > 0.5 * 4 * delay, "the fast ranks did not wait for the straggler"
+        assert used < 0.4 * waited, f"a waiting rank used {used / waited:.0%} of a core"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("size", [1, 2])
 def test_misuse_raises(mpirun, size: int) -> None:
     assert mpirun(size, "misuse_worker.py", timeout=50).stdout.count("ok") == size
