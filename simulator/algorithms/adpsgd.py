@@ -14,7 +14,7 @@ thread takes it), ``t_done``, ``contributors`` 2, ``fresh`` 1 (i's own iteration
 With a time budget (``duration``), a worker stops at its first exchange that completes at or after it; its thread
 still serves the others' exchanges (its model stays as it was).
 
-The fast engine (:func:`fast_kernel`) takes the posts in the same order from a heap of every worker's next post.
+The fast engine (:func:`fast_kernel`) takes the posts in the same order, a batch of posts that commute at a time.
 """
 
 from __future__ import annotations
@@ -143,15 +143,16 @@ def update(
 
 
 def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
-    """AD-PSGD on the fast engine: the posts in the engine's order (time, then worker) from a heap of every worker's
-    next post, each exchange taken from its peer's thread as it comes. Workers drift apart (nothing synchronises
-    them), so rows are final up to the least advanced worker's iteration, and the window grows when that one lags a
-    whole window behind."""
+    """AD-PSGD on the fast engine: the posts in batches that commute (:func:`adpsgd_kernel`). Workers drift apart
+    (nothing synchronises them), so rows are final up to the least advanced worker's iteration, and the window grows
+    when that one lags a whole window behind."""
     P, N = fast.P, fast.N
     window = fast.window(fast.window_size(), rules.factors)
-    heap_t, heap_w, heap_len = np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    pending = np.full(P, np.inf)  # each worker's next post not yet taken (inf: none)
     parked = np.ones(P, dtype=np.bool_)  # its next post is still to compute (at first: every worker's)
     next_, t_start, free = np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P)
+    batch, peer_of, order = (np.zeros(P, dtype=np.int64) for _ in range(3))
+    first = np.zeros(P + 2, dtype=np.int64)
     out = fast.round_buffers(max(P, 1 << 16))
     group = np.zeros(len(out["round"]), dtype=np.int64)
     kind = np.full(len(group), rules.kind, dtype=object)
@@ -163,9 +164,9 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     peers = rules.peer_table(0, window.size)
     while True:
         status, written = adpsgd_kernel(
-            heap_t, heap_w, heap_len, parked, next_, t_start, free, window.base, peers,
+            pending, parked, next_, t_start, free, batch, peer_of, order, first, window.base, peers,
             window.times, window.calls, window.factors,
-            window.start, window.post, window.done, window.round, window.fresh,
+            window.start, window.post, window.done,
             N, rules.update, rules.per_node, inter, intra, rules.budget,
             out["round"], out["initiator"], out["t_trigger"], out["t_done"], out["contributors"], out["fresh"], group,
         )  # fmt: skip
@@ -174,60 +175,33 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
             break
         if status == NEED_ROWS:
             final = int(next_.min())
+            carried(window, final)
             fast.flush(window, final, version)
             window.slide(final)
             peers = rules.peer_table(window.base, window.base + window.size)
+    carried(window, int(next_.max()))
     fast.flush(window, int(next_.max()), version, next_)  # next_[i]: worker i's rows (fewer once it stopped)
 
 
-@njit(cache=True)
-def _push(heap_t, heap_w, heap_len, t, w):
-    """Into the binary heap of (post time, worker) pairs, least first."""
-    k = heap_len[0]
-    heap_len[0] = k + 1
-    while k > 0:
-        parent = (k - 1) // 2
-        if heap_t[parent] < t or (heap_t[parent] == t and heap_w[parent] < w):
-            break
-        heap_t[k], heap_w[k] = heap_t[parent], heap_w[parent]
-        k = parent
-    heap_t[k], heap_w[k] = t, w
-
-
-@njit(cache=True)
-def _pop(heap_t, heap_w, heap_len):
-    """The least (post time, worker) pair, out of the heap."""
-    t, w = heap_t[0], heap_w[0]
-    n = heap_len[0] - 1
-    heap_len[0] = n
-    last_t, last_w = heap_t[n], heap_w[n]
-    k = 0
-    while True:
-        child = 2 * k + 1
-        if child >= n:
-            break
-        if child + 1 < n and (
-            heap_t[child + 1] < heap_t[child]
-            or (heap_t[child + 1] == heap_t[child] and heap_w[child + 1] < heap_w[child])
-        ):
-            child += 1
-        if last_t < heap_t[child] or (last_t == heap_t[child] and last_w < heap_w[child]):
-            break
-        heap_t[k], heap_w[k] = heap_t[child], heap_w[child]
-        k = child
-    heap_t[k], heap_w[k] = last_t, last_w
-    return t, w
+def carried(window: Any, last: int) -> None:
+    """Every row of the window before iteration ``last`` as its own round carries it, fresh (the kernel leaves these
+    columns to be filled here, a row at a time)."""
+    rows = last - window.base
+    window.round[:rows] = np.arange(window.base, last)[:, None]
+    window.fresh[:rows] = True
 
 
 @njit(cache=True)
 def adpsgd_kernel(
-    heap_t,
-    heap_w,
-    heap_len,
+    pending,
     parked,
     next_,
     t_start,
     free,
+    batch,
+    peer_of,
+    order,
+    first,
     base,
     peers,
     compute,
@@ -236,8 +210,6 @@ def adpsgd_kernel(
     r_start,
     r_post,
     r_done,
-    r_round,
-    r_fresh,
     iterations,
     update,
     per_node,
@@ -252,54 +224,100 @@ def adpsgd_kernel(
     out_fresh,
     out_group,
 ):
-    """Take the posts in (time, worker) order until the run ends, the round output is full, or a worker's next row
-    is past the window (it is *parked*: its post is computed once the window has slid). ``next_[i]``: worker i's
-    next iteration to post; ``t_start[i]``: when it starts; ``free[j]``: when j's thread is next free. A worker
-    stops after its last iteration or its first exchange completing at or after ``budget``. Returns (status, round
-    rows written)."""
-    rows = r_post.shape[0]
+    """Take the posts as the reference engine does, in (time, worker) order, until the run ends, the round output is
+    full, or a worker's next row is past the window (it is *parked*: its post is computed once the window has
+    slid). ``pending[i]``: worker i's next post (inf: none); ``next_[i]``: its iteration; ``t_start[i]``: when the
+    one after starts; ``free[j]``: when j's thread is next free. A worker stops after its last iteration or its first
+    exchange completing at or after ``budget``.
+
+    Posts are taken a batch at a time: every pending post earlier than the *horizon*, the earliest instant a post
+    taken now could make its worker post again (its post + ``update`` + its next compute; 0 for a compute past the
+    window), and the least post in any case. Nothing posts inside the batch's span but the batch, and two posts of it
+    meet only at a common peer's thread, so taking the batch peer by peer, each peer's requests in (time, worker)
+    order, gives the reference engine's times exactly: a scan and a counting sort per batch instead of a heap
+    operation per post. ``batch``, ``peer_of``, ``order`` (P) and ``first`` (P + 2) are scratch. The ``round`` and
+    ``fresh`` columns of the rows are left to :func:`carried`. Returns (status, round rows written)."""
+    rows, P = r_post.shape[0], pending.shape[0]
     written = 0
-    for w in range(parked.shape[0]):
+    for w in range(P):
         if parked[w]:
             parked[w] = False
             k = next_[w] - base
             r_start[k, w] = t_start[w]
-            r_post[k, w] = t_start[w] + compute[k, w]
-            _push(heap_t, heap_w, heap_len, r_post[k, w], w)
-    while heap_len[0] > 0:
-        if written == out_round.shape[0]:
+            r_post[k, w] = pending[w] = t_start[w] + compute[k, w]
+    while True:
+        horizon, least = np.inf, -1
+        for w in range(P):
+            t = pending[w]
+            if t < np.inf:
+                if least < 0 or t < pending[least]:
+                    least = w
+                k = next_[w] - base
+                if next_[w] + 1 < iterations:  # its next post: after this exchange, the update and its compute
+                    horizon = min(horizon, t + update + (compute[k + 1, w] if k + 1 < rows else 0.0))
+        if least < 0:
+            return DONE, written
+        size = 0
+        first[:] = 0  # counting sort of the batch by peer (no peer: P), stable in worker order
+        for w in range(P):
+            if pending[w] < horizon or w == least:
+                j = peers[next_[w] - base, w]
+                group = j if j >= 0 else P
+                batch[size] = w
+                peer_of[size] = group
+                first[group + 1] += 1
+                size += 1
+        if written + size > out_round.shape[0]:
             return OUT_FULL, written
-        t, w = _pop(heap_t, heap_w, heap_len)
-        n = next_[w]
-        k = n - base
-        j = peers[k, w]
-        start = t
-        done = t
-        if j >= 0:
-            start = max(t, free[j])
-            done = start + (t_intra if w // per_node == j // per_node else t_inter) * factors[k, w]
-            free[j] = done
-        r_done[k, w] = returned(t, done, calls[k, w])
-        r_round[k, w] = n
-        r_fresh[k, w] = True
-        out_round[written] = n
-        out_initiator[written] = w
-        out_trigger[written] = start
-        out_done[written] = done
-        out_contributors[written] = 2 if j >= 0 else 1
-        out_fresh[written] = 1
-        out_group[written] = j
-        written += 1
-        next_[w] = n + 1
-        if n + 1 < iterations and done < budget:
-            t_start[w] = r_done[k, w] + update
-            if k + 1 == rows:
-                parked[w] = True
-                return NEED_ROWS, written
-            r_start[k + 1, w] = t_start[w]
-            r_post[k + 1, w] = t_start[w] + compute[k + 1, w]
-            _push(heap_t, heap_w, heap_len, r_post[k + 1, w], w)
-    return DONE, written
+        for j in range(P + 1):
+            first[j + 1] += first[j]
+        for a in range(size):
+            group = peer_of[a]
+            order[first[group]] = batch[a]
+            first[group] += 1
+        begin, parks = 0, False
+        for j in range(P + 1):
+            end = first[j]
+            for a in range(begin + 1, end):  # one peer's requests in (time, worker) order: its neighbours' at most
+                w = order[a]
+                b = a
+                while b > begin and pending[order[b - 1]] > pending[w]:
+                    order[b] = order[b - 1]
+                    b -= 1
+                order[b] = w
+            begin = end
+        for a in range(size):
+            w = order[a]
+            t = pending[w]
+            pending[w] = np.inf
+            n = next_[w]
+            k = n - base
+            j = peers[k, w]
+            start = t
+            done = t
+            if j >= 0:
+                start = max(t, free[j])
+                done = start + (t_intra if w // per_node == j // per_node else t_inter) * factors[k, w]
+                free[j] = done
+            r_done[k, w] = returned(t, done, calls[k, w])
+            out_round[written] = n
+            out_initiator[written] = w
+            out_trigger[written] = start
+            out_done[written] = done
+            out_contributors[written] = 2 if j >= 0 else 1
+            out_fresh[written] = 1
+            out_group[written] = j
+            written += 1
+            next_[w] = n + 1
+            if n + 1 < iterations and done < budget:
+                t_start[w] = r_done[k, w] + update
+                if k + 1 == rows:
+                    parked[w] = parks = True
+                else:
+                    r_start[k + 1, w] = t_start[w]
+                    r_post[k + 1, w] = pending[w] = t_start[w] + compute[k + 1, w]
+        if parks:
+            return NEED_ROWS, written
 
 
 RECORD = Algorithm(

@@ -171,6 +171,29 @@ def test_trace_driven(tmp_path):
         )
 
 
+@pytest.mark.parametrize("window", [4, 16])
+@pytest.mark.parametrize("alpha", [0.0, 0.05])
+def test_adpsgd_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, alpha, window):
+    # computes of 0.1, 0.2 and 0.3 s: whole rows of posts share an instant and queue at the same peers
+    c = np.random.default_rng(5).integers(1, 4, size=(40, 16)) * 0.1
+    np.save(tmp_path / "c.npy", c)
+    for topology in ("ring", "exponential"):
+        keys = {"network.alpha": alpha, "network.beta": 0.0, "algorithm.topology": topology}
+        assert_same_tables(
+            scenario(
+                iterations=40,
+                **{
+                    "algorithm.name": "ad-psgd",
+                    "cluster.workers": 16,
+                    "imbalance.kind": "trace",
+                    "imbalance.file": str(tmp_path / "c.npy"),
+                    **keys,
+                },
+            ),
+            window=window,
+        )
+
+
 LSGD_CASES = {
     # local and global exchanges interleave (counts 4, 6, 8, 12, ...), two posts apart
     "global-period-not-a-multiple": ({"cluster.workers": 2, "algorithm.period": 2, "algorithm.global_period": 3}, 4),
