@@ -149,6 +149,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     P, N = fast.P, fast.N
     window = fast.window(fast.window_size(), rules.factors)
     pending = np.full(P, np.inf)  # each worker's next post not yet taken (inf: none)
+    wave = np.zeros(P, dtype=np.int64)  # its wave at its instant (see adpsgd_kernel)
     parked = np.ones(P, dtype=np.bool_)  # its next post is still to compute (at first: every worker's)
     next_, t_start, free = np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P)
     batch, peer_of, order = (np.zeros(P, dtype=np.int64) for _ in range(3))
@@ -164,7 +165,7 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     peers = rules.peer_table(0, window.size)
     while True:
         status, written = adpsgd_kernel(
-            pending, parked, next_, t_start, free, batch, peer_of, order, first, window.base, peers,
+            pending, wave, parked, next_, t_start, free, batch, peer_of, order, first, window.base, peers,
             window.times, window.calls, window.factors,
             window.start, window.post, window.done,
             N, rules.update, rules.per_node, inter, intra, rules.budget,
@@ -194,6 +195,7 @@ def carried(window: Any, last: int) -> None:
 @njit(cache=True)
 def adpsgd_kernel(
     pending,
+    wave,
     parked,
     next_,
     t_start,
@@ -224,17 +226,22 @@ def adpsgd_kernel(
     out_fresh,
     out_group,
 ):
-    """Take the posts as the reference engine does, in (time, worker) order, until the run ends, the round output is
-    full, or a worker's next row is past the window (it is *parked*: its post is computed once the window has
-    slid). ``pending[i]``: worker i's next post (inf: none); ``next_[i]``: its iteration; ``t_start[i]``: when the
+    """Take the posts as the reference engine does, in (time, wave, worker) order, until the run ends, the round
+    output is full, or a worker's next row is past the window (it is *parked*: its post is computed once the window
+    has slid). ``pending[i]``: worker i's next post (inf: none); ``next_[i]``: its iteration; ``t_start[i]``: when the
     one after starts; ``free[j]``: when j's thread is next free. A worker stops after its last iteration or its first
     exchange completing at or after ``budget``.
+
+    Posts of one instant are taken in waves, as the reference engine's ties have them: a worker released at the
+    instant it posts again (no update, no compute, no software cost) posts after the completion that released it,
+    one wave after that completion's post when the exchange took no time, else in wave 1; ``wave[i]`` is the wave of
+    worker i's pending post, and the order is (time, wave, worker).
 
     Posts are taken a batch at a time: every pending post earlier than the *horizon*, the earliest instant a post
     taken now could make its worker post again (its post + ``update`` + its next compute; 0 for a compute past the
     window), and the least post in any case. Nothing posts inside the batch's span but the batch, and two posts of it
-    meet only at a common peer's thread, so taking the batch peer by peer, each peer's requests in (time, worker)
-    order, gives the reference engine's times exactly: a scan and a counting sort per batch instead of a heap
+    meet only at a common peer's thread, so taking the batch peer by peer, each peer's requests in (time, wave,
+    worker) order, gives the reference engine's times exactly: a scan and a counting sort per batch instead of a heap
     operation per post. ``batch``, ``peer_of``, ``order`` (P) and ``first`` (P + 2) are scratch. The ``round`` and
     ``fresh`` columns of the rows are left to :func:`carried`. Returns (status, round rows written)."""
     rows, P = r_post.shape[0], pending.shape[0]
@@ -245,12 +252,13 @@ def adpsgd_kernel(
             k = next_[w] - base
             r_start[k, w] = t_start[w]
             r_post[k, w] = pending[w] = t_start[w] + compute[k, w]
+            wave[w] = wave[w] if compute[k, w] == 0.0 else 0
     while True:
         horizon, least = np.inf, -1
         for w in range(P):
             t = pending[w]
             if t < np.inf:
-                if least < 0 or t < pending[least]:
+                if least < 0 or t < pending[least] or (t == pending[least] and wave[w] < wave[least]):
                     least = w
                 k = next_[w] - base
                 if next_[w] + 1 < iterations:  # its next post: after this exchange, the update and its compute
@@ -278,10 +286,13 @@ def adpsgd_kernel(
         begin, parks = 0, False
         for j in range(P + 1):
             end = first[j]
-            for a in range(begin + 1, end):  # one peer's requests in (time, worker) order: its neighbours' at most
+            for a in range(begin + 1, end):  # one peer's requests in order: its neighbours' at most
                 w = order[a]
                 b = a
-                while b > begin and pending[order[b - 1]] > pending[w]:
+                while b > begin and (
+                    pending[order[b - 1]] > pending[w]
+                    or (pending[order[b - 1]] == pending[w] and wave[order[b - 1]] > wave[w])
+                ):
                     order[b] = order[b - 1]
                     b -= 1
                 order[b] = w
@@ -311,11 +322,14 @@ def adpsgd_kernel(
             next_[w] = n + 1
             if n + 1 < iterations and done < budget:
                 t_start[w] = r_done[k, w] + update
+                # back at the instant it was released, the worker posts in the next wave if it computes nothing
+                wave[w] = (wave[w] + 1 if done == t else 1) if update == 0.0 and r_done[k, w] == done else 0
                 if k + 1 == rows:
                     parked[w] = parks = True
                 else:
                     r_start[k + 1, w] = t_start[w]
                     r_post[k + 1, w] = pending[w] = t_start[w] + compute[k + 1, w]
+                    wave[w] = wave[w] if compute[k + 1, w] == 0.0 else 0
         if parks:
             return NEED_ROWS, written
 

@@ -174,8 +174,10 @@ def test_trace_driven(tmp_path):
 @pytest.mark.parametrize("window", [4, 16])
 @pytest.mark.parametrize("alpha", [0.0, 0.05])
 def test_adpsgd_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, alpha, window):
-    # computes of 0.1, 0.2 and 0.3 s: whole rows of posts share an instant and queue at the same peers
-    c = np.random.default_rng(5).integers(1, 4, size=(40, 16)) * 0.1
+    # computes of 0, 0.1 and 0.2 s: whole rows of posts share an instant and queue at the same peers, and a worker
+    # can post again at the very instant its exchange completes (after that instant's other posts)
+    c = np.random.default_rng(5).integers(0, 3, size=(40, 16)) * 0.1
+    c[:, :4] = 0.0
     np.save(tmp_path / "c.npy", c)
     for topology in ("ring", "exponential"):
         keys = {"network.alpha": alpha, "network.beta": 0.0, "algorithm.topology": topology}
