@@ -192,6 +192,14 @@ def carried(window: Any, last: int) -> None:
     window.fresh[:rows] = True
 
 
+@njit(cache=True, inline="always")  # in the kernel's loops: no call per post
+def _post(w, k, t_start, compute, r_start, r_post, pending, wave):
+    """Worker ``w`` computes window row ``k`` from its start and posts: its wave holds only if it computes nothing."""
+    r_start[k, w] = t_start[w]
+    r_post[k, w] = pending[w] = t_start[w] + compute[k, w]
+    wave[w] = wave[w] if compute[k, w] == 0.0 else 0
+
+
 @njit(cache=True)
 def adpsgd_kernel(
     pending,
@@ -249,10 +257,7 @@ def adpsgd_kernel(
     for w in range(P):
         if parked[w]:
             parked[w] = False
-            k = next_[w] - base
-            r_start[k, w] = t_start[w]
-            r_post[k, w] = pending[w] = t_start[w] + compute[k, w]
-            wave[w] = wave[w] if compute[k, w] == 0.0 else 0
+            _post(w, next_[w] - base, t_start, compute, r_start, r_post, pending, wave)
     while True:
         horizon, least = np.inf, -1
         for w in range(P):
@@ -327,9 +332,7 @@ def adpsgd_kernel(
                 if k + 1 == rows:
                     parked[w] = parks = True
                 else:
-                    r_start[k + 1, w] = t_start[w]
-                    r_post[k + 1, w] = pending[w] = t_start[w] + compute[k + 1, w]
-                    wave[w] = wave[w] if compute[k + 1, w] == 0.0 else 0
+                    _post(w, k + 1, t_start, compute, r_start, r_post, pending, wave)
         if parks:
             return NEED_ROWS, written
 
