@@ -195,4 +195,9 @@ class TorchSync(Exchange):
                 kinds = [self.rules.kind(n) for n in range(len(posts))]
                 self.done = [synchronous_round(n, kinds[n], posts[n], self.dones[n]) for n in range(len(posts))]
         self.dist.barrier()
+        if self.ddp:
+            # DDP keeps its process group alive: unwrapped, the group ends with destroy_process_group. Left wrapped,
+            # every run in one process (calibrate's blocks) added a live group and its threads, under which the
+            # later blocks' rounds were a quarter faster than a fresh run's.
+            self.replica.model = self.replica.model.module
         self.dist.destroy_process_group()

@@ -1,15 +1,19 @@
 """Round contents of real runs follow the rules of docs/semantics.md, read off the probe slots, where the timing
 makes the outcome certain: two ranks, one far slower than the other, 180 ms behind it from its first post on, more
 than a loaded machine delays a rank (with more fast ranks, which of them activates a round first is a race); and
-real sync through the native core equals sync through torch.distributed."""
+real sync through the native core equals sync through torch.distributed, whose runs end their process group."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
 
 from stragglerlab.analysis.runfolder import load_run
 from tests.native.test_probe import splitmix_initiator
+from tests.processes import run_bounded
+from tests.realrun.conftest import ROOT, environment
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
 
@@ -116,3 +120,54 @@ def test_sync_through_the_native_core_equals_sync_through_torch_distributed(spaw
         assert load_run(tmp_path / backend).finished
     assert models["native"].shape == models["torch"].shape
     assert np.abs(models["native"] - models["torch"]).max() <= 1e-5
+
+
+DDP_SCENARIO = """
+iterations = 4
+[cluster]
+workers = 2
+[workload]
+model = "torch:mlp"
+batch = 8
+[algorithm]
+name = "sync"
+"""
+
+#: run under mpiexec: two DDP runs in one process; each rank prints its thread count after each
+DDP_TWICE = """
+import os, sys, time
+from pathlib import Path
+from mpi4py import MPI
+from stragglerlab.realrun.harness import run_rank
+from stragglerlab.simulator.scenario import load
+
+def threads():
+    return len(os.listdir("/proc/self/task"))
+
+scenario, out = load(Path(sys.argv[1])), Path(sys.argv[2])
+counts = []
+for k in range(2):
+    run_rank(scenario.replace(seed=k), out / f"run-{k}", "torch", notes=False)
+    deadline = time.monotonic() + 10
+    while k and threads() > counts[0] and time.monotonic() < deadline:  # threads still winding down
+        time.sleep(0.05)
+    counts.append(threads())
+print(MPI.COMM_WORLD.Get_rank(), *counts)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_ddp_run_ends_its_process_group(native_ready, scenario_file, tmp_path):
+    # DDP holds its process group: a run that left the model wrapped kept the group and its threads alive after
+    # destroying it, and calibrate's blocks, runs in one process, piled them up (and timed rounds a quarter faster
+    # than fresh runs meet them)
+    pytest.importorskip("torch")
+    from stragglerlab.realrun.commands.run import launch
+
+    script = tmp_path / "twice.py"
+    script.write_text(DDP_TWICE)
+    command = [*launch(2, [])[:-2], str(script), str(scenario_file(DDP_SCENARIO)), str(tmp_path)]
+    proc = run_bounded(command, 90, environment(), ROOT)
+    assert proc.returncode == 0, proc.stderr
+    counts = [line.split()[1:] for line in proc.stdout.splitlines()]
+    assert len(counts) == 2 and all(first == second for first, second in counts), counts
