@@ -170,4 +170,5 @@ def test_a_ddp_run_ends_its_process_group(native_ready, scenario_file, tmp_path)
     proc = run_bounded(command, 90, environment(), ROOT)
     assert proc.returncode == 0, proc.stderr
     counts = [line.split()[1:] for line in proc.stdout.splitlines()]
-    assert len(counts) == 2 and all(first == second for first, second in counts), counts
+    # no more threads after the second run than after the first (fewer where the first's were still winding down)
+    assert len(counts) == 2 and all(int(second) <= int(first) for first, second in counts), counts
