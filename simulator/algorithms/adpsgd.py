@@ -37,6 +37,8 @@ from stragglerlab.simulator.topology import neighbours
 if TYPE_CHECKING:
     from stragglerlab.simulator.fast.engine import FastEngine
 
+_ROWS_OUT = 1 << 18  # round rows handed over at a time (at least one batch's)
+
 
 def peer(seed: int, worker: int, n: int, peers: list[int]) -> int:
     """The neighbour ``worker`` averages with at iteration ``n``: ``peers[h mod len(peers)]``, h the splitmix64 hash
@@ -60,16 +62,30 @@ class AdPsgdRules(PeerCosts):
     def peer(self, worker: int, n: int) -> int:
         return peer(self.seed, worker, n, self.neighbours[worker])
 
-    def peer_table(self, first: int, last: int) -> np.ndarray:
-        """:meth:`peer` of every worker at iterations [first, last), one row per iteration, computed at once."""
-        deg = np.array([len(peers) for peers in self.neighbours])
-        if not deg.any():
-            return np.full((last - first, self.P), -1, dtype=np.int64)
-        flat = np.array([j for peers in self.neighbours for j in peers], dtype=np.int64)
+    def draws(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """What the fast kernel draws :meth:`peer` from (:func:`drawn_peer`): each worker's first hash
+        splitmix(seed, worker) (uint64); every worker's neighbours one after the other, then a −1; where each worker's
+        begin (a worker without neighbours: at the −1) and how many each has (1 for the −1)."""
+        deg = np.array([len(peers) for peers in self.neighbours], dtype=np.int64)
+        flat = np.array([*(j for peers in self.neighbours for j in peers), -1], dtype=np.int64)
+        begin = np.where(deg > 0, np.cumsum(deg) - deg, len(flat) - 1)
         h = splitmix(self.seed, np.arange(self.P, dtype=np.uint64))
-        n = np.arange(first, last, dtype=np.uint64)[:, None]
-        pick = (splitmix(h[None, :], n) % deg.astype(np.uint64)).astype(np.int64)
-        return flat[np.cumsum(deg) - deg + pick]
+        return h, flat, begin, np.maximum(deg, 1).astype(np.uint64)
+
+
+_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+@njit(cache=True, inline="always")  # in the kernel's loops: no call per post
+def drawn_peer(w, n, draws):
+    """:func:`peer` of worker ``w`` at iteration ``n`` from :meth:`AdPsgdRules.draws`, in numba's uint64 (no branch:
+    a branch here costs the kernel more than the hash)."""
+    h, flat, begin, count = draws
+    z = h[w] + np.uint64(n + 1) * _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z ^= z >> np.uint64(31)
+    return flat[begin[w] + np.int64(z % count[w])]
 
 
 class AdPsgdProcess:
@@ -152,9 +168,9 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     wave = np.zeros(P, dtype=np.int64)  # its wave at its instant (see adpsgd_kernel)
     parked = np.ones(P, dtype=np.bool_)  # its next post is still to compute (at first: every worker's)
     next_, t_start, free = np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P)
-    batch, peer_of, order = (np.zeros(P, dtype=np.int64) for _ in range(3))
-    first = np.zeros(P + 2, dtype=np.int64)
-    out = fast.round_buffers(max(P, 1 << 16))
+    peer_now = np.zeros(P, dtype=np.int64)  # its peer (see adpsgd_kernel)
+    scratch = (*(np.zeros(P, dtype=np.int64) for _ in range(2)), np.zeros(P + 2, dtype=np.int64), *np.zeros((3, P)))
+    out = fast.round_buffers(max(P, _ROWS_OUT // P * P))
     group = np.zeros(len(out["round"]), dtype=np.int64)
     kind = np.full(len(group), rules.kind, dtype=object)
     inter, intra = (rules.link[shared] for shared in (False, True))  # what exchange_time gives: request and reply
@@ -162,10 +178,10 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
     def version(iteration: np.ndarray, _: np.ndarray) -> np.ndarray:
         return iteration
 
-    peers = rules.peer_table(0, window.size)
+    draws = rules.draws()
     while True:
         status, written = adpsgd_kernel(
-            pending, wave, parked, next_, t_start, free, batch, peer_of, order, first, window.base, peers,
+            pending, wave, parked, next_, t_start, free, peer_now, scratch, window.base, draws,
             window.times, window.calls, window.factors,
             window.start, window.post, window.done,
             N, rules.update, rules.per_node, inter, intra, rules.budget,
@@ -179,7 +195,6 @@ def fast_kernel(rules: AdPsgdRules, fast: FastEngine) -> None:
             carried(window, final)
             fast.flush(window, final, version)
             window.slide(final)
-            peers = rules.peer_table(window.base, window.base + window.size)
     carried(window, int(next_.max()))
     fast.flush(window, int(next_.max()), version, next_)  # next_[i]: worker i's rows (fewer once it stopped)
 
@@ -208,12 +223,10 @@ def adpsgd_kernel(
     next_,
     t_start,
     free,
-    batch,
-    peer_of,
-    order,
-    first,
+    peer_now,
+    scratch,
     base,
-    peers,
+    draws,
     compute,
     calls,
     factors,
@@ -236,9 +249,10 @@ def adpsgd_kernel(
 ):
     """Take the posts as the reference engine does, in (time, wave, worker) order, until the run ends, the round
     output is full, or a worker's next row is past the window (it is *parked*: its post is computed once the window
-    has slid). ``pending[i]``: worker i's next post (inf: none); ``next_[i]``: its iteration; ``t_start[i]``: when the
-    one after starts; ``free[j]``: when j's thread is next free. A worker stops after its last iteration or its first
-    exchange completing at or after ``budget``.
+    has slid). ``pending[i]``: worker i's next post (inf: none); ``next_[i]``: its iteration; ``peer_now[i]``: its peer,
+    drawn from ``draws`` (:meth:`AdPsgdRules.draws`); ``t_start[i]``: when the one after starts; ``free[j]``: when j's
+    thread is next free. A worker stops after its last iteration or its first exchange completing at or after
+    ``budget``.
 
     Posts of one instant are taken in waves, as the reference engine's ties have them: a worker released at the
     instant it posts again (no update, no compute, no software cost) posts after the completion that released it,
@@ -248,17 +262,24 @@ def adpsgd_kernel(
     Posts are taken a batch at a time: every pending post earlier than the *horizon*, the earliest instant a post
     taken now could make its worker post again (its post + ``update`` + its next compute; 0 for a compute past the
     window), and the least post in any case. Nothing posts inside the batch's span but the batch, and two posts of it
-    meet only at a common peer's thread, so taking the batch peer by peer, each peer's requests in (time, wave,
-    worker) order, gives the reference engine's times exactly: a scan and a counting sort per batch instead of a heap
-    operation per post. ``batch``, ``peer_of``, ``order`` (P) and ``first`` (P + 2) are scratch. The ``round`` and
-    ``fresh`` columns of the rows are left to :func:`carried`. Returns (status, round rows written)."""
+    meet only at a common peer's thread, so the batch is taken peer by peer, each peer's requests in (time, wave,
+    worker) order, which gives the reference engine's times exactly; only the times of the exchanges need that order,
+    and everything else (the rows, the next posts) is done in worker order, where the window's rows are read and
+    written one after the other. A scan and a counting sort per batch instead of a heap operation per post.
+    ``scratch``: the batch in worker order, in peer order (P each), where each peer's requests end (P + 2), and each
+    worker's exchange time, start and end (P each). The ``round`` and ``fresh`` columns of the rows are left to
+    :func:`carried`. Returns (status, round rows written)."""
+    batch, order, first, cost, start, end = scratch
     rows, P = r_post.shape[0], pending.shape[0]
     written = 0
     for w in range(P):
         if parked[w]:
             parked[w] = False
             _post(w, next_[w] - base, t_start, compute, r_start, r_post, pending, wave)
+            peer_now[w] = drawn_peer(w, next_[w], draws)
     while True:
+        if written + P > out_round.shape[0]:
+            return OUT_FULL, written
         horizon, least = np.inf, -1
         for w in range(P):
             t = pending[w]
@@ -274,24 +295,27 @@ def adpsgd_kernel(
         first[:] = 0  # counting sort of the batch by peer (no peer: P), stable in worker order
         for w in range(P):
             if pending[w] < horizon or w == least:
-                j = peers[next_[w] - base, w]
-                group = j if j >= 0 else P
+                j = peer_now[w]
                 batch[size] = w
-                peer_of[size] = group
-                first[group + 1] += 1
                 size += 1
-        if written + size > out_round.shape[0]:
-            return OUT_FULL, written
+                if j >= 0:
+                    first[j + 1] += 1
+                    link = t_intra if w // per_node == j // per_node else t_inter
+                    cost[w] = link * factors[next_[w] - base, w]
+                else:
+                    first[P + 1] += 1
         for j in range(P + 1):
             first[j + 1] += first[j]
         for a in range(size):
-            group = peer_of[a]
-            order[first[group]] = batch[a]
+            w = batch[a]
+            j = peer_now[w]
+            group = j if j >= 0 else P
+            order[first[group]] = w
             first[group] += 1
-        begin, parks = 0, False
+        begin = 0
         for j in range(P + 1):
-            end = first[j]
-            for a in range(begin + 1, end):  # one peer's requests in order: its neighbours' at most
+            stop = first[j]
+            for a in range(begin + 1, stop):  # one peer's requests in order: its neighbours' at most
                 w = order[a]
                 b = a
                 while b > begin and (
@@ -301,24 +325,25 @@ def adpsgd_kernel(
                     order[b] = order[b - 1]
                     b -= 1
                 order[b] = w
-            begin = end
-        for a in range(size):
+            begin = stop
+        for a in range(first[P - 1]):  # the exchanges, each peer's requests in order (those without a peer: none)
             w = order[a]
+            j = peer_now[w]
+            start[w] = max(pending[w], free[j])
+            end[w] = free[j] = start[w] + cost[w]
+        parks = False
+        for a in range(size):
+            w = batch[a]
             t = pending[w]
             pending[w] = np.inf
             n = next_[w]
             k = n - base
-            j = peers[k, w]
-            start = t
-            done = t
-            if j >= 0:
-                start = max(t, free[j])
-                done = start + (t_intra if w // per_node == j // per_node else t_inter) * factors[k, w]
-                free[j] = done
+            j = peer_now[w]
+            done = end[w] if j >= 0 else t
             r_done[k, w] = returned(t, done, calls[k, w])
             out_round[written] = n
             out_initiator[written] = w
-            out_trigger[written] = start
+            out_trigger[written] = start[w] if j >= 0 else t
             out_done[written] = done
             out_contributors[written] = 2 if j >= 0 else 1
             out_fresh[written] = 1
@@ -333,6 +358,10 @@ def adpsgd_kernel(
                     parked[w] = parks = True
                 else:
                     _post(w, k + 1, t_start, compute, r_start, r_post, pending, wave)
+        for a in range(size):  # the peers of the posts just made, in a loop of their own, where the hashes overlap
+            w = batch[a]
+            if pending[w] < np.inf:
+                peer_now[w] = drawn_peer(w, next_[w], draws)
         if parks:
             return NEED_ROWS, written
 

@@ -194,8 +194,8 @@ def test_adpsgd_peers_serve_one_exchange_at_a_time_first_come_first_served(tmp_p
     assert drawn[1:].min() > 900  # uniform over the neighbours
 
 
-def test_adpsgd_peers_are_drawn_as_the_vectorised_table_draws_them():
-    from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules
+def test_adpsgd_peers_are_drawn_in_the_fast_kernel_as_the_rules_draw_them():
+    from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules, drawn_peer
     from stragglerlab.simulator.costs import cost_model
 
     for P, topology in [(6, "ring"), (11, "exponential"), (12, "torus"), (1, "ring")]:
@@ -203,8 +203,9 @@ def test_adpsgd_peers_are_drawn_as_the_vectorised_table_draws_them():
             seed=2**32 - 1, **{"algorithm.name": "ad-psgd", "cluster.workers": P, "algorithm.topology": topology}
         )
         rules = AdPsgdRules(s, cost_model(s))
-        table = rules.peer_table(5, 60)
-        assert all(table[n - 5, i] == rules.peer(i, n) for n in range(5, 60) for i in range(P))
+        draws = rules.draws()
+        for n in [*range(60), 2**31 + 7, 2**40 + 3]:
+            assert [drawn_peer(i, n, draws) for i in range(P)] == [rules.peer(i, n) for i in range(P)]
 
 
 def test_topology_is_checked():
