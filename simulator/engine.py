@@ -3,7 +3,7 @@
 Worker i runs iterations n = 0, 1, …: compute for its time of (seed, i, n), post call n, wait until the algorithm
 releases it, apply, go on. What happens between post and release is the algorithm's *process* (its record's, see
 :mod:`.algorithms`), which the engine calls with every post and which calls back :meth:`Engine.release` and
-:meth:`Engine.after`.
+:meth:`Engine.at`.
 
 A call released at the very instant it posts (it waits for no exchange: a local step, a post whose round is done)
 returns after its software cost (``workload.call``, 0 by default) instead; a call that waited returns at its release.
@@ -18,8 +18,10 @@ for the rest of its instant by stepping behind whatever else is due then (``peek
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -31,6 +33,17 @@ if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
 _BLOCK = 256  # iterations of compute times drawn at a time
+
+
+def delay_short_of(now: float, t: float) -> float:
+    """The longest delay d with now + d <= t in floating point. ``t − now`` itself can overshoot: when t > 2·now it is
+    inexact, and now + d can miss t either way (or skip it, rounding to even), which would break the ties the
+    semantics define (two posts at one instant, one computed on each side of the error). From now + d, within ulps
+    of t, the rest t − (now + d) is exact, so a second step lands on t."""
+    d = t - now
+    while now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return d
 
 
 class _Blocks:
@@ -132,7 +145,8 @@ class Engine:
         self._open: list[deque[Call]] = [deque() for _ in range(self.workers)]
         self.applied = [0] * self.workers  # rounds each worker has applied to its model
         self.process: Process | None = None
-        self._actions: list[Callable[[], None]] = []  # due now, waiting for the rest of the instant
+        self._actions: list[tuple[int, Callable[[], None]]] = []  # due now, waiting for the rest of the instant
+        self._scheduled = 0  # actions scheduled so far: their order within an instant
 
     @property
     def now(self) -> float:
@@ -207,14 +221,24 @@ class Engine:
         assert call.done is not None
         call.done.succeed(self._start(i, n, call.t_done + self.update) if n < self.iterations and not last else None)
 
-    def after(self, delay: float, action: Callable[[], None]) -> None:
-        """Run ``action`` ``delay`` seconds from now, after everything else of that instant (a round's completion
-        comes after the posts of its instant, and after what those posts set off); actions due at one instant run
-        in the order they were scheduled."""
-        self.env.timeout(delay).callbacks.append(lambda _: self._due(action))
+    def at(self, t: float, action: Callable[[], None]) -> None:
+        """Run ``action`` at instant ``t`` (not before now), after everything else of that instant (a round's
+        completion comes after the posts of its instant, and after what those posts set off); actions due at one
+        instant run in the order they were scheduled. The clock lands on ``t`` itself (:func:`delay_short_of`), so what
+        the action releases starts from the time the algorithm computed."""
+        order = self._scheduled
+        self._scheduled += 1
+        self.env.timeout(delay_short_of(self.env.now, t)).callbacks.append(partial(self._arrive, t, order, action))
 
-    def _due(self, action: Callable[[], None]) -> None:
-        self._actions.append(action)
+    def _arrive(self, t: float, order: int, action: Callable[[], None], _: simpy.Event) -> None:
+        """The clock is at or a few ulps short of ``t``: the exact rest, or ``action``'s instant."""
+        if self.env.now < t:
+            self.env.timeout(t - self.env.now).callbacks.append(partial(self._arrive, t, order, action))
+        else:
+            self._due(order, action)
+
+    def _due(self, order: int, action: Callable[[], None]) -> None:
+        self._actions.append((order, action))
         if len(self._actions) == 1:
             self._run_actions()
 
@@ -224,5 +248,6 @@ class Engine:
             self.env.timeout(0).callbacks.append(self._run_actions)
             return
         actions, self._actions = self._actions, []
-        for action in actions:
+        actions.sort(key=lambda due: due[0])  # as scheduled, however many steps each took
+        for _order, action in actions:
             action()

@@ -111,7 +111,7 @@ class AdPsgdProcess:
             engine.release(call, last=engine.now >= rules.budget)
             engine.sink.round(row)
 
-        engine.after(done - now, release)
+        engine.at(done, release)
 
 
 def update(

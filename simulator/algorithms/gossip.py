@@ -189,4 +189,4 @@ class GossipProcess:
             engine.release(call, last=first >= rules.budget)  # no exchange of n completed before the budget
             engine.sink.round(row)
 
-        engine.after(t_done - engine.now, release)
+        engine.at(t_done, release)

@@ -112,7 +112,7 @@ class LsgdProcess:
         if len(self.joined) == rules.P:
             t_exchange = rules.t_exchange * rules.factors[self.rounds]
             t_done = self.engine.now + t_exchange
-            self.engine.after(t_exchange, lambda: self.complete(ex, t_done))
+            self.engine.at(t_done, lambda: self.complete(ex, t_done))
 
     def complete(self, ex: _Exchange, t_done: float) -> None:
         m = self.rounds

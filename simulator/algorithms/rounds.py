@@ -255,7 +255,7 @@ class RoundProcess:
         r.t_done = rules.done(r.index, r.t_start, r.waiting)
         if rules.last_by_budget(r.index, r.t_trigger):
             self.total = r.index + 1
-        self.engine.after(r.t_done - now, lambda: self.complete(r))
+        self.engine.at(r.t_done, lambda: self.complete(r))
 
     def complete(self, r: Round) -> None:
         rules, m = self.rules, r.index

@@ -87,7 +87,7 @@ class ServerProcess:
             self.arriving[arrival].append(call)
             return
         self.arriving[arrival] = [call]
-        engine.after(t_push, partial(self.serve, arrival))
+        engine.at(arrival, partial(self.serve, arrival))
 
     def serve(self, arrival: float) -> None:
         """The pushes arriving now join the queue in worker order; each is served when the server is free. Replies
@@ -105,11 +105,11 @@ class ServerProcess:
             self.local[i].clear()
             self.version[i] = k + 1
             if replies and self.free + rules.t_push * f != t_reply:
-                self.engine.after(t_reply - now, partial(self.reply, replies))
+                self.engine.at(t_reply, partial(self.reply, replies))
                 replies = []
             t_reply = self.free + rules.t_push * f
             replies.append((k, call))
-        self.engine.after(t_reply - now, partial(self.reply, replies))
+        self.engine.at(t_reply, partial(self.reply, replies))
 
     def reply(self, replies: list[tuple[int, Call]]) -> None:
         """The replies of these updates reach their workers now, in update order."""

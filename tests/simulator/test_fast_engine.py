@@ -196,6 +196,25 @@ def test_adpsgd_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, alpha
         )
 
 
+def test_fast_equals_reference_where_an_ulp_would_reorder_ties():
+    # 350 workers posting in step (1 ns of compute) on the exponential graph: two requests reach one peer at one
+    # instant, one computed from a release far from its post (delayed workers); the reference engine's clock once
+    # landed an ulp past such a release, which sent the two requests the other way round (4 us apart by iteration 9)
+    s = scenario(
+        iterations=20,
+        **{
+            "algorithm.name": "ad-psgd",
+            "algorithm.topology": "exponential",
+            "cluster.workers": 350,
+            "imbalance.kind": "random-delay",
+            "imbalance.slow": [1, 30],
+            "imbalance.delay": 0.2,
+            "workload.compute": {"dist": "constant", "mean": 1e-9},
+        },
+    )
+    assert_same_tables(s, window=64)
+
+
 LSGD_CASES = {
     # local and global exchanges interleave (counts 4, 6, 8, 12, ...), two posts apart
     "global-period-not-a-multiple": ({"cluster.workers": 2, "algorithm.period": 2, "algorithm.global_period": 3}, 4),
