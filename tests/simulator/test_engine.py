@@ -17,22 +17,25 @@ def test_a_delay_short_of_an_instant_leaves_an_exact_rest():
         assert m <= t and m + (t - m) == t  # the second step lands on t
 
 
-def test_a_worker_is_released_at_the_instant_its_exchange_completes():
-    # 350 workers in step (1 ns of compute) queue at the exponential graph's threads: some wait far longer than the
-    # time run so far, where one step of the clock from the post could miss the release by an ulp
-    s = scenario(
+def workers_in_step(P: int = 350):
+    """ad-psgd workers in step (1 ns of compute) queueing at the exponential graph's threads: some wait far longer
+    than the time run so far, where one step of the clock from the post could miss the release by an ulp."""
+    return scenario(
         iterations=20,
         **{
             "algorithm.name": "ad-psgd",
             "algorithm.topology": "exponential",
-            "cluster.workers": 350,
+            "cluster.workers": P,
             "imbalance.kind": "random-delay",
             "imbalance.slow": [1, 30],
             "imbalance.delay": 0.2,
             "workload.compute": {"dist": "constant", "mean": 1e-9},
         },
     )
-    it, rounds = run_tables(s)
+
+
+def test_a_worker_is_released_at_the_instant_its_exchange_completes():
+    it, rounds = run_tables(workers_in_step())  # 4 releases an ulp off their exchange's end, before
     exchanges = rounds.set_index(["initiator", "round"])["t_done"]
     released = it.set_index(["worker", "iteration"])["t_done"]
     assert (released.to_numpy() == exchanges.loc[released.index].to_numpy()).all()

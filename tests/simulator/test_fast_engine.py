@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stragglerlab.simulator.algorithms import RECORDS
 from tests.helpers import run_tables, scenario
+from tests.simulator.test_engine import workers_in_step
 
 
 def assert_same_tables(s, window=16):
@@ -197,22 +198,10 @@ def test_adpsgd_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, alpha
 
 
 def test_fast_equals_reference_where_an_ulp_would_reorder_ties():
-    # 350 workers posting in step (1 ns of compute) on the exponential graph: two requests reach one peer at one
-    # instant, one computed from a release far from its post (delayed workers); the reference engine's clock once
-    # landed an ulp past such a release, which sent the two requests the other way round (4 us apart by iteration 9)
-    s = scenario(
-        iterations=20,
-        **{
-            "algorithm.name": "ad-psgd",
-            "algorithm.topology": "exponential",
-            "cluster.workers": 350,
-            "imbalance.kind": "random-delay",
-            "imbalance.slow": [1, 30],
-            "imbalance.delay": 0.2,
-            "workload.compute": {"dist": "constant", "mean": 1e-9},
-        },
-    )
-    assert_same_tables(s, window=64)
+    # two requests reach one peer at one instant, one computed from a release far from its post: the reference
+    # engine's clock once landed an ulp past such a release, which sent the two the other way round (4 us apart by
+    # iteration 9 at 350 workers)
+    assert_same_tables(workers_in_step(), window=64)
 
 
 LSGD_CASES = {
