@@ -175,7 +175,9 @@ class Engine:
                 yield env.timeout(self._returning[i])  # its last call's software cost
             if call.t_start > env.now:
                 yield env.timeout(self.update)
-            yield env.timeout(self.compute_time(call.iteration, i))
+            compute = self.compute_time(call.iteration, i)
+            if compute > 0:  # a post of no compute is made at once, with the instant's other posts
+                yield env.timeout(compute)
             call.t_post = env.now
             call.done = env.event()
             if not self._posted and env.peek() > env.now:

@@ -325,7 +325,7 @@ def _lsgd_trigger(
     posts, t_start, iteration, before, compute, calls, r_start, r_post, r_done, base, end, iterations, update
 ):
     """The worker whose post triggers the segment's exchange: the ``posts``-th post since the segment started, in
-    the engine's order (time, then worker, then iteration); ``before[i]``: worker i's posts ahead of it (for the
+    the engine's order (time, then wave, then worker); ``before[i]``: worker i's posts ahead of it (for the
     initiator, those before the trigger). Returns (status, worker); worker -1 when no exchange comes: some worker
     posts its last iteration ahead of the trigger, or fewer posts remain.
 
@@ -362,8 +362,8 @@ def _lsgd_trigger(
 
 @njit(cache=True)
 def _lsgd_select(posts, iteration, reach, r_post, base, before):
-    """The worker of the ``posts``-th of the computed posts (rows [iteration, reach) of each worker) in (time,
-    worker, iteration) order, -1 when there are fewer; into ``before``, how many of each worker's come ahead of it.
+    """The worker of the ``posts``-th of the computed posts (rows [iteration, reach) of each worker) in (time, wave,
+    worker) order, -1 when there are fewer; into ``before``, how many of each worker's come ahead of it.
 
     A histogram of the times over equal buckets finds the bucket that holds that post; only that bucket's posts are
     then partitioned (the bucket of a time is monotone in it, so every post of a lower bucket is earlier).
@@ -411,7 +411,8 @@ def _lsgd_select(posts, iteration, reach, r_post, base, before):
     v = times.min()
     if v < times.max():  # (a bucket of one instant, as ties make, needs no partition)
         v = np.partition(times, rank - 1)[rank - 1]
-    # the posts before instant v come first, then those at v by worker (a worker's own by iteration)
+    # the posts before instant v come first, then those at v in waves (a worker's q-th post at v is in wave q: it
+    # computes nothing after a release at v), each wave by worker
     equal = np.zeros(P, dtype=np.int64)
     for j in range(times.shape[0]):
         if times[j] < v:
@@ -419,13 +420,16 @@ def _lsgd_select(posts, iteration, reach, r_post, base, before):
             rank -= 1
         elif times[j] == v:
             equal[workers[j]] += 1
-    w = 0
-    while rank > equal[w]:
-        rank -= equal[w]
-        before[w] += equal[w]
-        w += 1
-    before[w] += rank - 1
-    return w
+    q = 0
+    while True:
+        for w in range(P):
+            if equal[w] > q:
+                rank -= 1
+                if rank == 0:
+                    for i in range(P):
+                        before[i] += min(equal[i], q + 1 if i < w else q)
+                    return w
+        q += 1
 
 
 @njit(cache=True)

@@ -321,17 +321,35 @@ def test_lsgd_zero_compute_times(tmp_path):
     assert_same_tables(lsgd_on_trace(tmp_path / "c.npy", tiny, iterations=70, **{"algorithm.period": 2}), window=4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="zero compute times: the reference engine resolves a worker's second post of one instant after the other "
-    "workers' first posts of that instant (a new batch of posts), the fast engine in (time, worker, iteration) order",
-)
 def test_lsgd_zero_compute_times_of_a_lower_ranked_worker(tmp_path):
     # at t = 1 worker 0 posts iterations 0 and 1 (the second computes in no time), worker 1 posts iteration 0: the
-    # second post of the run triggers exchange 0; fast engine: worker 0's iteration 1, reference: worker 1's
+    # second post of the run triggers exchange 0, and it is worker 1's (worker 0's iteration 1 comes in the next wave)
     trace = np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0]])
     s = lsgd_on_trace(tmp_path / "c.npy", trace, iterations=3, **{"algorithm.period": 1, "algorithm.global_period": 1})
     assert_same_tables(s)
+    _, rounds = run_tables(s, "fast")
+    assert rounds["initiator"].iloc[0] == 1
+
+
+def test_posts_of_one_instant_after_an_update_are_taken_together(tmp_path):
+    # at t = 1.7 (sums of the trace and the 0.1 updates) worker 2 posts after its compute, workers 0 and 1 after their
+    # update with nothing to compute: all three are the instant's first posts, taken in worker order, so worker 1's
+    # is the 24th post of the run and triggers exchange 3 (the reference engine once took worker 2's alone first)
+    trace = np.array(
+        [
+            [0.2, 0.2, 0.2], [0.0, 0.2, 0.0], [0.2, 0.0, 0.2], [0.2, 0.1, 0.1], [0.0, 0.0, 0.0], [0.1, 0.1, 0.0],
+            [0.0, 0.2, 0.1], [0.0, 0.0, 0.1], [0.2, 0.0, 0.1], [0.2, 0.0, 0.0], [0.2, 0.1, 0.1],
+        ]
+    )  # fmt: skip
+    s = lsgd_on_trace(
+        tmp_path / "c.npy",
+        trace,
+        iterations=11,
+        **{"algorithm.period": 2, "algorithm.global_period": 6, "workload.update": 0.1},
+    )
+    assert_same_tables(s)
+    _, rounds = run_tables(s)
+    assert rounds["initiator"].iloc[3] == 1
 
 
 def test_compilation_is_cached_across_processes(tmp_path):
