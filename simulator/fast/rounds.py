@@ -28,6 +28,9 @@ _BUCKETS = 1 << 14
 # state of the kernel (int64 array): the next round, the window's first iteration, whether the time budget ended
 # the run (its last round was the one before the next)
 S_ROUND, S_BASE, S_OVER = 0, 1, 2
+#: a post's wave: its phase (after how many completions of its instant) in the bits from here, its place in a chain
+#: of posts below (:func:`wave_of`)
+PHASE = 32
 
 
 def run(rules: RoundRules, fast: FastEngine) -> None:
@@ -46,6 +49,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
     state = np.zeros(3, dtype=np.int64)
     last_done = -np.inf  # the completion of the last round processed
     t_start, first_post, scratch = np.zeros(P), np.full(P, np.inf), np.zeros(P)
+    waves = (np.full(P, -np.inf), np.zeros(P, dtype=np.int64))  # see wave_of
     depth = max(8, rules.sync_period + 2)
     pend_n, pend_t = np.zeros((P, depth), dtype=np.int64), np.zeros((P, depth))
     pend_head, pend_len = np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64)
@@ -61,6 +65,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             t_start,
             first_post,
             scratch,
+            waves,
             pend_n,
             pend_t,
             pend_head,
@@ -123,6 +128,7 @@ def run(rules: RoundRules, fast: FastEngine) -> None:
             window.slide(total * stride)
         local_tail(
             t_start,
+            waves,
             window.times,
             window.calls,
             window.start,
@@ -144,6 +150,7 @@ def round_kernel(
     t_start,
     first_post,
     scratch,
+    waves,
     pend_n,
     pend_t,
     pend_head,
@@ -177,7 +184,8 @@ def round_kernel(
 ):
     """Process rounds from ``state[S_ROUND]`` until all are done or the window is full.
 
-    ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection.
+    ``t_start[i]``: when worker i starts its next iteration; ``scratch``: P floats for the trigger's selection;
+    ``waves``: where a worker's next post may tie with its release, that instant and the post's wave (:func:`wave_of`).
     ``pend_*``: each worker's late contributions not yet taken by an exchange (ring buffers of iteration and post
     time). Round rows go to the ``out_*`` arrays, from index 0; returns (status, rounds written). A round m
     triggered at or after ``budget`` (the time budget; infinity: none) is the last if ``ends_budget[m]``:
@@ -204,7 +212,9 @@ def round_kernel(
         # local steps (local SGD), then the post of call m; the trigger: the fixed initiator's post, else the
         # quorum-th post (the last of all for a synchronous round)
         sync = is_sync[m]
-        _local_steps(t_start, first, call, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, m, update)
+        _local_steps(
+            t_start, waves, first, call, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, m, update
+        )
         for i in range(P):
             t = t_start[i]
             r_start[k, i] = t
@@ -213,7 +223,7 @@ def round_kernel(
             if m == 0:
                 first_post[i] = t
         posts = r_post[k]
-        initiator = fixed_initiator[m] if fixed_initiator[m] >= 0 else kth_post(posts, quorum[m], scratch)
+        initiator = fixed_initiator[m] if fixed_initiator[m] >= 0 else kth_post(posts, quorum[m], scratch, waves)
         t_trigger = posts[initiator]
         x = t_trigger if sync else t_trigger + t_act
         done = (
@@ -221,6 +231,10 @@ def round_kernel(
             if sync and buckets > 1
             else x + t_exchange[m]
         )
+        # the wave of a post at the completion's instant by a worker it released: the phase after the completion's
+        after = ((wave_of(waves, initiator, t_trigger) >> PHASE) + 1 if done == t_trigger else 1) << PHASE
+        # a next post may tie with its release only where it computes nothing after it
+        ties = update == 0.0 and (k + 1 == rows or compute[k + 1].min() == 0.0)
         contributors = 0
         fresh_count = 0
         for i in range(P):
@@ -244,11 +258,19 @@ def round_kernel(
                 r_fresh[k, i] = True
                 r_done[k, i] = returned(posts[i], done, calls[k, i])
                 t_start[i] = r_done[k, i] + update
+                if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):
+                    _released(waves, i, r_done[k, i], after if r_done[k, i] == done else 0)
             else:
                 r_round[k, i] = -1
                 r_fresh[k, i] = False
                 r_done[k, i] = returned(posts[i], max(posts[i], done), calls[k, i])
                 t_start[i] = r_done[k, i] + update
+                if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):
+                    if done < posts[i]:  # after the round's end: released at once
+                        own = wave_of(waves, i, posts[i]) + 1 if r_done[k, i] == posts[i] else 0
+                        _released(waves, i, r_done[k, i], own)
+                    else:  # held for the round's end
+                        _released(waves, i, r_done[k, i], after if r_done[k, i] == done else 0)
                 if late_mode != DROP:
                     slot = (pend_head[i] + pend_len[i]) % R
                     pend_n[i, slot] = call
@@ -274,18 +296,28 @@ def round_kernel(
 
 
 @njit(cache=True)
-def kth_post(posts, q, scratch):
-    """The worker whose post is the ``q``-th (from 1) in the order of time, ties in worker order: a linear scan for
-    the first and the last, else one selection (:func:`_kth_smallest`, in ``scratch``: P floats)."""
+def kth_post(posts, q, scratch, waves):
+    """The worker whose post is the ``q``-th (from 1) in the order of time, ties by wave (:func:`wave_of`) then in
+    worker order: a linear scan for the first and the last, else one selection (:func:`_kth_smallest`, in
+    ``scratch``: P floats)."""
     P = posts.shape[0]
     best = 0
-    if q == 1 or q == P:
+    if q == 1:
         for i in range(1, P):
-            if (posts[i] < posts[best]) if q == 1 else (posts[i] >= posts[best]):
+            if posts[i] < posts[best] or (
+                posts[i] == posts[best] and wave_of(waves, i, posts[i]) < wave_of(waves, best, posts[best])
+            ):
+                best = i
+        return best
+    if q == P:
+        for i in range(1, P):
+            if posts[i] > posts[best] or (
+                posts[i] == posts[best] and wave_of(waves, i, posts[i]) >= wave_of(waves, best, posts[best])
+            ):
                 best = i
         return best
     at = _kth_smallest(posts, q, scratch)
-    below, equal = 0, 0  # one pass: posts before instant ``at``, and the workers posting at it (one, unless ties)
+    below, equal = 0, 0  # one pass: posts before instant ``at``, and the workers posting at it
     for i in range(P):
         below += posts[i] < at  # no branch: at the median it would be mispredicted half the time
         if posts[i] == at:
@@ -293,13 +325,14 @@ def kth_post(posts, q, scratch):
             best = i if equal == 1 else best
     if equal == 1:
         return best
-    need = q - below  # the need-th worker, in worker order, of those posting at ``at``
-    for i in range(P):
-        if posts[i] == at:
-            need -= 1
-            if need == 0:
-                return i
-    return best
+    need, level = q - below, -1  # the need-th, in (wave, worker) order, of those posting at ``at``: wave by wave
+    while True:
+        level = min([wave_of(waves, i, at) for i in range(P) if posts[i] == at and wave_of(waves, i, at) > level])
+        for i in range(P):
+            if posts[i] == at and wave_of(waves, i, at) == level:
+                need -= 1
+                if need == 0:
+                    return i
 
 
 @njit(cache=True)
@@ -353,9 +386,29 @@ def _select(a, q):
     return a[q]
 
 
+@njit(cache=True, inline="always")
+def wave_of(waves, i, t):
+    """The wave of worker i's post at ``t``, which orders it among the posts of that instant (ties in time: by wave,
+    then by worker). A post that computed nothing after a release at its instant is later than the posts before it:
+    a worker released at once at its own post (a local step, a post after its round's end) posts one wave later, and
+    the workers a round's completion releases post after every chain of waves of the instant, in the phase after the
+    completion's (the high bits, :data:`PHASE`): phase 1, or one more than the trigger's when the round took no time.
+    Any other post is in wave 0. ``waves``: the instant of each worker's last release after which its next post
+    computes nothing (only those are kept: no other post can tie with its release), and that post's wave."""
+    at, then = waves
+    return then[i] * (t == at[i])
+
+
+@njit(cache=True, inline="always")
+def _released(waves, i, t, then):
+    """Worker i returns at ``t`` and computes nothing before its next post, which is in wave ``then``."""
+    waves[0][i] = t
+    waves[1][i] = then
+
+
 @njit(cache=True)
 def _local_steps(
-    t_start, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, carried_by, update
+    t_start, waves, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, carried_by, update
 ):
     """Every worker's iterations [first, last) as local steps from ``t_start[i]``, released at once (returning after
     their call costs); ``t_start[i]`` ends as the start of the next one (the last one's end plus the update). Row by
@@ -363,12 +416,16 @@ def _local_steps(
     fresh = carried_by >= 0
     for n in range(first, last):
         k = n - base
+        ties = update == 0.0 and (k + 1 == compute.shape[0] or compute[k + 1].min() == 0.0)  # see round_kernel
         for i in range(t_start.shape[0]):
             t = t_start[i]
             r_start[k, i] = t
             t = t + compute[k, i]
             r_post[k, i] = t
-            t = t + calls[k, i]
+            released = t + calls[k, i]
+            if ties and (k + 1 == compute.shape[0] or compute[k + 1, i] == 0.0):
+                _released(waves, i, released, wave_of(waves, i, t) + 1 if released == t else 0)
+            t = released
             r_done[k, i] = t
             r_round[k, i] = carried_by
             r_fresh[k, i] = fresh
@@ -376,9 +433,11 @@ def _local_steps(
 
 
 @njit(cache=True)
-def local_tail(t_start, compute, calls, r_start, r_post, r_done, r_round, r_fresh, first, last, base, update):
+def local_tail(t_start, waves, compute, calls, r_start, r_post, r_done, r_round, r_fresh, first, last, base, update):
     """Local steps after the last round (local SGD's incomplete last period): carried by no round."""
-    _local_steps(t_start, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, -1, update)
+    _local_steps(
+        t_start, waves, first, last, base, compute, calls, r_start, r_post, r_done, r_round, r_fresh, -1, update
+    )
 
 
 @njit(cache=True)

@@ -352,6 +352,37 @@ def test_posts_of_one_instant_after_an_update_are_taken_together(tmp_path):
     assert rounds["initiator"].iloc[3] == 1
 
 
+@pytest.mark.parametrize(
+    "name, trace, initiators",
+    [
+        # eager-solo, exchanges of no time: at t = 0.1 workers 0 and 2 post call 0 (late, released at once) and then
+        # call 1, one wave later than worker 1's call 1, which is the first post of round 1
+        ("eager-solo", [[0.1, 0.0, 0.1], [0.0, 0.1, 0.0], [0.1, 0.0, 0.1]], [1, 1, 1]),
+        # local SGD, period 2: at t = 1 worker 0's local step, then its call of the round a wave later, after worker
+        # 1's: worker 0 is the last poster
+        ("local-sgd", [[1.0, 0.5], [0.0, 0.5]], [0]),
+    ],
+)
+def test_a_post_after_a_release_at_its_instant_comes_a_wave_later(tmp_path, name, trace, initiators):
+    np.save(tmp_path / "c.npy", np.array(trace))
+    s = scenario(
+        iterations=len(trace),
+        **{
+            "algorithm.name": name,
+            "algorithm.sync_period": 0,
+            "algorithm.period": 2,
+            "cluster.workers": len(trace[0]),
+            "network.alpha": 0.0,
+            "network.beta": 0.0,
+            "imbalance.kind": "trace",
+            "imbalance.file": str(tmp_path / "c.npy"),
+        },
+    )
+    assert_same_tables(s, window=4)
+    _, rounds = run_tables(s)
+    assert rounds["initiator"].tolist() == initiators
+
+
 def test_compilation_is_cached_across_processes(tmp_path):
     script = (
         "from stragglerlab.simulator.algorithms import adpsgd, lsgd\n"
