@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from stragglerlab.simulator.algorithms.eager import splitmix
+from stragglerlab.simulator.algorithms.eager import SPLITMIX, splitmix
 from stragglerlab.simulator.algorithms.gossip import KIND, TOPOLOGY, PeerCosts
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
@@ -73,7 +73,7 @@ class AdPsgdRules(PeerCosts):
         return h, flat, begin, np.maximum(deg, 1).astype(np.uint64)
 
 
-_GOLDEN, _MIX1, _MIX2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN, _MIX1, _MIX2 = (np.uint64(c) for c in SPLITMIX)  # numba's uint64 wraps as splitmix's mask does
 
 
 @njit(cache=True, inline="always")  # in the kernel's loops: no call per post

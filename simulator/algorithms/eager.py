@@ -37,12 +37,17 @@ DIVIDE_BY = Key(
 EXCHANGES = {"native": "stragglerlab.realrun.algorithms.native:GradientExchange"}
 
 
+#: splitmix64's increment and the multipliers of its finaliser
+SPLITMIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
 def splitmix(seed, n):
     """splitmix64 of (seed, n): ``z = seed + (n + 1)·0x9E3779B97F4A7C15``, then the splitmix64 finaliser, all
     modulo 2^64; for Python ints and numpy uint64 arrays alike."""
-    z = (seed + (n + 1) * 0x9E3779B97F4A7C15) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    golden, mix1, mix2 = SPLITMIX
+    z = (seed + (n + 1) * golden) & _MASK
+    z = ((z ^ (z >> 30)) * mix1) & _MASK
+    z = ((z ^ (z >> 27)) * mix2) & _MASK
     return z ^ (z >> 31)
 
 

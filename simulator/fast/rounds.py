@@ -258,25 +258,21 @@ def round_kernel(
                 r_fresh[k, i] = True
                 r_done[k, i] = returned(posts[i], done, calls[k, i])
                 t_start[i] = r_done[k, i] + update
-                if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):
-                    _released(waves, i, r_done[k, i], after if r_done[k, i] == done else 0)
             else:
                 r_round[k, i] = -1
                 r_fresh[k, i] = False
                 r_done[k, i] = returned(posts[i], max(posts[i], done), calls[k, i])
                 t_start[i] = r_done[k, i] + update
-                if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):
-                    if done < posts[i]:  # after the round's end: released at once
-                        own = wave_of(waves, i, posts[i]) + 1 if r_done[k, i] == posts[i] else 0
-                        _released(waves, i, r_done[k, i], own)
-                    else:  # held for the round's end
-                        _released(waves, i, r_done[k, i], after if r_done[k, i] == done else 0)
                 if late_mode != DROP:
                     slot = (pend_head[i] + pend_len[i]) % R
                     pend_n[i, slot] = call
                     pend_t[i, slot] = posts[i]
                     pend_len[i] += 1
                     full |= pend_len[i] == R
+            if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):  # its next post may tie with this release
+                held = fresh or done >= posts[i]  # released by the round's end, else at once at its own post
+                own = wave_of(waves, i, posts[i]) + 1 if r_done[k, i] == posts[i] else 0
+                _released(waves, i, r_done[k, i], (after if r_done[k, i] == done else 0) if held else own)
             if late_mode == DEPOSIT:
                 contributors += first_post[i] <= x
             elif fresh or taken > 0:
