@@ -56,7 +56,6 @@ overhead already, so the fragment sets ``network.overhead = 0``.
 from __future__ import annotations
 
 import csv
-import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -86,7 +85,7 @@ FLAG_RESIDUAL = 0.20
 #: ``--balanced``: rounds back to back, no imbalance
 BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
-STALL_FENCE = 3.0  # interquartile ranges above the third quartile, in log: the far-out fence
+STALL_FENCE = 1.5  # interquartile ranges above the third quartile, in log: Tukey's fence
 #: a row of the cost table: kind, ranks, bytes, seconds and how single rounds vary about them
 Row = tuple[str, int, float, float, Spread]
 
@@ -288,19 +287,22 @@ def measure(
 
 def spread(samples: Sequence[float]) -> Spread:
     """How single rounds vary about their mean, as the :class:`~stragglerlab.simulator.imbalance.Spread` the
-    simulation draws each exchange's factor from. Under load the rounds are a tight bulk and rare stalls of
-    milliseconds (a rank that lost its core), which no single lognormal fits: one as wide as the stalls puts most of
-    the bulk far below where it was measured. A stall is a round beyond the far-out fence of the rounds' logarithms,
-    ln q75 + max(3 (ln q75 − ln q25), ln 2): at least twice the third quartile. ``stalls`` is their fraction, ``stall``
-    how far their mean lies above the others' mean, relative to the mean of all; the others' ``cv`` is the lognormal's
-    whose interquartile range is theirs (σ = ln(q75 / q25) / 1.349). **(choice)** Quartiles, not the standard
-    deviation, for the bulk: the few largest rounds left in it would set the spread of all."""
+    simulation draws each exchange's factor from. Under load the rounds are a tight bulk, a long right tail and rare
+    stalls of milliseconds (a rank that lost its core), which no single lognormal fits: one as wide as the stalls puts
+    most of the bulk far below where it was measured, and one as wide as the bulk's quartiles has no tail, so that the
+    bulk's mean, which the tail raises, sets it above the rounds' median. A *stall* is a round beyond Tukey's fence of
+    the rounds' logarithms, ln q75 + 1.5 (ln q75 − ln q25), a tail round or a true stall alike. ``stalls`` is their
+    fraction, ``stall`` how far their mean lies above the others' mean, relative to the mean of all; the others'
+    ``cv`` is the lognormal's whose interquartile range is theirs (σ = ln(q75 / q25) / 1.349). **(choice)** Quartiles,
+    not the standard deviation, for the bulk: the few largest rounds left in it would set the spread of all.
+    **(choice)** Tukey's fence, not the far-out one (3 interquartile ranges, at least twice q75), which left the tail
+    in the bulk (docs/realrun.md has what each did on real rounds)."""
     x = np.asarray(samples, dtype=float)
     if len(x) < 4 or x.min() <= 0:
         return Spread()
     logs = np.log(x)
     q25, q75 = np.percentile(logs, [25, 75])
-    stalled = logs > q75 + max(STALL_FENCE * (q75 - q25), math.log(2))
+    stalled = logs > q75 + STALL_FENCE * (q75 - q25)
     bulk = x[~stalled]
     cv = lognormal_cv(quartile_sigma(*np.percentile(bulk, [25, 75])))
     if not stalled.any():
