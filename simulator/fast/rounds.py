@@ -233,8 +233,7 @@ def round_kernel(
         )
         # the wave of a post at the completion's instant by a worker it released: the phase after the completion's
         after = ((wave_of(waves, initiator, t_trigger) >> PHASE) + 1 if done == t_trigger else 1) << PHASE
-        # a next post may tie with its release only where it computes nothing after it
-        ties = update == 0.0 and (k + 1 == rows or compute[k + 1].min() == 0.0)
+        ties = _may_tie(compute, k, update)
         contributors = 0
         fresh_count = 0
         for i in range(P):
@@ -269,7 +268,7 @@ def round_kernel(
                     pend_t[i, slot] = posts[i]
                     pend_len[i] += 1
                     full |= pend_len[i] == R
-            if ties and (k + 1 == rows or compute[k + 1, i] == 0.0):  # its next post may tie with this release
+            if ties and _computes_nothing(compute, k, i):  # its next post may tie with this release
                 held = fresh or done >= posts[i]  # released by the round's end, else at once at its own post
                 own = wave_of(waves, i, posts[i]) + 1 if r_done[k, i] == posts[i] else 0
                 _released(waves, i, r_done[k, i], (after if r_done[k, i] == done else 0) if held else own)
@@ -298,6 +297,7 @@ def kth_post(posts, q, scratch, waves):
     ``scratch``: P floats)."""
     P = posts.shape[0]
     best = 0
+    # the first and the last written out: one loop over a shared (time, wave) comparison halved sync's speed
     if q == 1:
         for i in range(1, P):
             if posts[i] < posts[best] or (
@@ -396,6 +396,19 @@ def wave_of(waves, i, t):
 
 
 @njit(cache=True, inline="always")
+def _may_tie(compute, k, update):
+    """Whether some worker's post after window row ``k`` may tie with its release (:func:`wave_of`): only where
+    there is no update and some worker computes nothing in the next row (or the next row is past the window)."""
+    return update == 0.0 and (k + 1 == compute.shape[0] or compute[k + 1].min() == 0.0)
+
+
+@njit(cache=True, inline="always")
+def _computes_nothing(compute, k, i):
+    """Whether worker i computes nothing in window row ``k + 1`` (or that row is past the window)."""
+    return k + 1 == compute.shape[0] or compute[k + 1, i] == 0.0
+
+
+@njit(cache=True, inline="always")
 def _released(waves, i, t, then):
     """Worker i returns at ``t`` and computes nothing before its next post, which is in wave ``then``."""
     waves[0][i] = t
@@ -412,14 +425,14 @@ def _local_steps(
     fresh = carried_by >= 0
     for n in range(first, last):
         k = n - base
-        ties = update == 0.0 and (k + 1 == compute.shape[0] or compute[k + 1].min() == 0.0)  # see round_kernel
+        ties = _may_tie(compute, k, update)
         for i in range(t_start.shape[0]):
             t = t_start[i]
             r_start[k, i] = t
             t = t + compute[k, i]
             r_post[k, i] = t
             released = t + calls[k, i]
-            if ties and (k + 1 == compute.shape[0] or compute[k + 1, i] == 0.0):
+            if ties and _computes_nothing(compute, k, i):
                 _released(waves, i, released, wave_of(waves, i, t) + 1 if released == t else 0)
             t = released
             r_done[k, i] = t
