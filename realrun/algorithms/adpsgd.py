@@ -26,11 +26,11 @@ exchange's start on the peer's clock, ``group`` the peer) is gathered to rank 0 
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
 from stragglerlab.realrun.algorithms.gossip import PerRankRounds
+from stragglerlab.realrun.algorithms.service import receive
 
 REQUEST, REPLY, STOP = 21, 22, 23
 _META = 16  # bytes of a message before the model: two float64 (request: post time, iteration; reply: start, 0)
@@ -54,11 +54,7 @@ class PeerThread:
 
         ex, status = self.exchange, MPI.Status()
         while True:
-            pending = ex.requests.Irecv(self.inbox, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
-            pause = 1e-5
-            while not pending.Test(status):
-                time.sleep(pause)
-                pause = min(pause * 2, 2e-4)
+            receive(ex.requests, self.inbox, status)
             if status.Get_tag() == STOP:
                 return
             start = ex.clock.now()

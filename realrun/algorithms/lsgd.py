@@ -1,7 +1,8 @@
 """``lsgd`` with plain MPI: free-running workers, a counting server, and blocking leader exchanges.
 
 As in the released LSGD code, a counting server decides when workers meet. Here it is a thread on rank 0 with its
-own duplicated communicator: every worker reports each post (iteration done) and gets an answer at once. The server
+own duplicated communicator: every worker reports each post (iteration done) and gets an answer at once (rank 0
+hands its own reports to the thread in the process, :mod:`.service`). The server
 counts posts over all workers in arrival order and asks the simulator's rules which exchange a count triggers
 (:meth:`~stragglerlab.simulator.algorithms.lsgd.LsgdRules.trigger`: a multiple of P·global_period a global one, of
 P·period a local one), initiated by that post. Every worker joins the next exchange with the first post
@@ -21,39 +22,30 @@ iteration's round is the exchange its worker joins next (−1 after its last exc
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 
 import numpy as np
 
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+from stragglerlab.realrun.algorithms.service import Service
 from stragglerlab.simulator.algorithms.lsgd import GLOBAL, LOSS_WINDOW, LsgdRules, leaders
 
-POST, REPLY = 11, 12
 STEP, LAST, STOPPED = 0, 1, 2  # what a worker reports: a post, its last iteration's post, or that it has stopped
 
 
 class CountingServer:
     """Rank 0's thread answering every post with the exchange its worker must join now (−1: none)."""
 
-    def __init__(self, comm, rules: LsgdRules):
-        self.comm, self.rules, self.workers = comm, rules, rules.P
+    def __init__(self, service: Service, rules: LsgdRules):
+        self.service, self.rules, self.workers = service, rules, rules.P
         self.thread = threading.Thread(target=self._serve, name="stragglerlab-lsgd-counter", daemon=True)
 
     def _serve(self) -> None:
-        from mpi4py import MPI
-
         count, closed, finished = 0, False, 0
         triggered: list[tuple[int, int, float]] = []  # (global, initiator, t_trigger) of each exchange
         joined = [0] * self.workers
-        request = np.zeros(3)  # worker, report, t_post
-        status = MPI.Status()
         while finished < self.workers:
-            pending = self.comm.Irecv(request, source=MPI.ANY_SOURCE, tag=POST)
-            pause = 1e-5
-            while not pending.Test(status):
-                time.sleep(pause)
-                pause = min(pause * 2, 2e-4)
+            rank, request = self.service.take()  # worker, report, t_post
             worker, report, t_post = int(request[0]), int(request[1]), float(request[2])
             if report == STOPPED:  # at the budget's last exchange: no post, no answer
                 finished += 1
@@ -68,7 +60,8 @@ class CountingServer:
             if joined[worker] < len(triggered):
                 reply[:] = (joined[worker], *triggered[joined[worker]])
                 joined[worker] += 1
-            self.comm.Send(reply, dest=worker, tag=REPLY)
+            self.service.answer(rank, reply)
+        self.service.close()
 
 
 class LsgdExchange(Exchange):
@@ -77,6 +70,7 @@ class LsgdExchange(Exchange):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.counter = comm.Dup()
+        self.service = Service(self.counter, np.zeros(3))
         per_node = rules.workers_per_node
         self.nodes = np.arange(self.size) // per_node
         self.node = comm.Split(self.rank // per_node, self.rank)
@@ -88,7 +82,7 @@ class LsgdExchange(Exchange):
         self.done: list[tuple] = []
         self.server = None
         if self.rank == 0:
-            self.server = CountingServer(self.counter, rules)
+            self.server = CountingServer(self.service, rules)
             self.server.thread.start()
 
     def iteration(self, n, g, loss, t_start, t_post):
@@ -96,8 +90,7 @@ class LsgdExchange(Exchange):
         self.losses.append(loss)
         reply = np.zeros(4)
         report = LAST if n == self.rules.N - 1 else STEP
-        self.counter.Send(np.array([self.rank, report, t_post], dtype=np.float64), dest=0, tag=POST)
-        self.counter.Recv(reply, source=0, tag=REPLY)
+        self.service.ask(np.array([self.rank, report, t_post], dtype=np.float64), reply)
         exchange, global_, initiator, t_trigger = int(reply[0]), bool(reply[1]), int(reply[2]), float(reply[3])
         if exchange < 0:
             self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
@@ -106,7 +99,7 @@ class LsgdExchange(Exchange):
         t_done = self.clock.now()
         self.stopped = self.budget_spent(t_done)
         if self.stopped and report != LAST:  # (a last post has told the server already)
-            self.counter.Send(np.array([self.rank, STOPPED, t_done]), dest=0, tag=POST)
+            self.service.tell(np.array([self.rank, STOPPED, t_done]))
         self.waiting.append((n, t_start, t_post, t_done, self.version))
         for call in self.waiting:
             self._emit(call, exchange)

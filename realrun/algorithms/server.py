@@ -3,10 +3,11 @@
 The server is one thread on rank 0 with its own duplicated communicator, as the simulator models it: P workers (rank
 0 computes too) and a server that takes one push at a time, in the order the pushes arrive, and answers each before
 taking the next. It starts from rank 0's initial model. A push is one message of the worker's vector (float32, the
-bytes the simulator charges); the reply is the server's answer with the update's index k (the ``round`` of the
-push, counted from 0) in its last 8 bytes. A worker waits for its reply and continues from it; its model is then
-``model_version`` k + 1. Each rank writes the ``rounds`` rows of its own pushes (kind ``push``, ``t_trigger`` its
-post, ``t_done`` the reply's arrival). Real runs have one server: ``algorithm.servers`` must be 1.
+bytes the simulator charges; rank 0 hands its own to the thread in the process, :mod:`.service`); the reply is the
+server's answer with the update's index k (the ``round`` of the push, counted from 0) in its last 8 bytes. A worker
+waits for its reply and continues from it; its model is then ``model_version`` k + 1. Each rank writes the
+``rounds`` rows of its own pushes (kind ``push``, ``t_trigger`` its post, ``t_done`` the reply's arrival). Real runs
+have one server: ``algorithm.servers`` must be 1.
 
 With a time budget (``duration``), a worker stops at its first reply that reaches it at or after the budget on the
 run's clock (for easgd, only pushes have replies: its local steps after the budget reach the server with the push
@@ -27,17 +28,16 @@ Rank 0's evaluations are of its own replica (worker 0), not of the server's mode
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
+from stragglerlab.realrun.algorithms.service import Service
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.convergence import sgd
 
-PUSH_TAG, REPLY_TAG = 21, 22
 #: the server's answer to a push: (the server's model, which it may change in place; the pushed vector) -> reply
 Serve = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -46,31 +46,24 @@ class ParameterServer:
     """Rank 0's thread: serves pushes one at a time, in the order they arrive, until each of the ``workers`` has
     sent its empty push (it has stopped)."""
 
-    def __init__(self, comm, w0: np.ndarray, workers: int, serve: Serve):
-        self.comm, self.w, self.workers, self.serve = comm, w0.astype(np.float64), workers, serve
+    def __init__(self, service: Service, w0: np.ndarray, workers: int, serve: Serve):
+        self.service, self.w, self.workers, self.serve = service, w0.astype(np.float64), workers, serve
         self.thread = threading.Thread(target=self._run, name="stragglerlab-parameter-server", daemon=True)
 
     def _run(self) -> None:
-        from mpi4py import MPI
-
         d = len(self.w)
-        pushed = np.zeros(d, dtype=np.float32)
         reply = np.zeros(d + 2, dtype=np.float32)
-        status = MPI.Status()
         k, stopped = 0, 0
         while stopped < self.workers:
-            pending = self.comm.Irecv(pushed, source=MPI.ANY_SOURCE, tag=PUSH_TAG)
-            pause = 1e-5
-            while not pending.Test(status):
-                time.sleep(pause)
-                pause = min(pause * 2, 2e-4)
-            if status.Get_count() == 0:  # a worker has stopped: no reply
+            rank, pushed = self.service.take()
+            if len(pushed) == 0:  # a worker has stopped: no reply
                 stopped += 1
                 continue
             reply[:d] = self.serve(self.w, pushed.astype(np.float64))
             reply[d:].view(np.int64)[0] = k
-            self.comm.Send(reply, dest=status.Get_source(), tag=REPLY_TAG)
+            self.service.answer(rank, reply)
             k += 1
+        self.service.close()
 
 
 class ServerExchange(Exchange):
@@ -82,12 +75,14 @@ class ServerExchange(Exchange):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.link = comm.Dup()
+        self.service = Service(self.link, np.zeros(self.d, dtype=np.float32))
         self.reply = np.zeros(self.d + 2, dtype=np.float32)
         self.version = 0
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, version) of local steps until their push
         self.server = None
         if self.rank == 0:
-            self.server = ParameterServer(self.link, self.replica.host(self.replica.params()), self.size, self.serve)
+            w0 = self.replica.host(self.replica.params())
+            self.server = ParameterServer(self.service, w0, self.size, self.serve)
             self.server.thread.start()
 
     @classmethod
@@ -121,8 +116,7 @@ class ServerExchange(Exchange):
         if not self.rules.exchanges(n):
             self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
             return None
-        self.link.Send(self.pushed(g), dest=0, tag=PUSH_TAG)
-        self.link.Recv(self.reply, source=0, tag=REPLY_TAG)
+        self.service.ask(self.pushed(g), self.reply)
         k = int(self.reply[self.d :].view(np.int64)[0])
         self.received(self.reply[: self.d])
         t_done = self.clock.now()
@@ -143,10 +137,9 @@ class ServerExchange(Exchange):
         for step in self.waiting:
             self._emit(step, -1)
         self.waiting.clear()
-        stop = self.link.Isend(np.zeros(0, dtype=np.float32), dest=0, tag=PUSH_TAG)
+        self.service.tell(np.zeros(0, dtype=np.float32))
         if self.server is not None:
             self.server.thread.join()
-        stop.Wait()
         self.comm.Barrier()
         self.link.Free()
 
