@@ -1,15 +1,15 @@
 """``lsgd`` with plain MPI: free-running workers, a counting server, and blocking leader exchanges.
 
-As in the released LSGD code, a counting server decides when workers meet. Here it is a thread on rank 0 with its
-own duplicated communicator: every worker reports each post (iteration done) and gets an answer at once (rank 0
-hands its own reports to the thread in the process, :mod:`.service`). The server
-counts posts over all workers in arrival order and asks the simulator's rules which exchange a count triggers
+As in the released LSGD code, a counting server decides when workers meet. Here it is a thread on rank 0 with its own
+duplicated communicator: every worker reports each post (iteration done) and gets an answer at once (rank 0 hands its
+own reports to the thread in the process, :mod:`.service`). The server counts posts over all workers in arrival order
+and asks the simulator's rules which exchange a count triggers
 (:meth:`~stragglerlab.simulator.algorithms.lsgd.LsgdRules.trigger`: a multiple of P·global_period a global one, of
-P·period a local one), initiated by that post. Every worker joins the next exchange with the first post
-it makes after the trigger (the initiator at once), so it joins after its current iteration (docs/semantics.md).
-Once some worker has posted its last iteration no exchange is triggered (a blocking exchange needs everyone).
-With a time budget, the first exchange that rank 0 sees complete at or after it is the last: rank 0 tells every
-rank so right after it, and every rank tells the server it has stopped.
+P·period a local one), initiated by that post. Every worker joins the next exchange with the first post it makes after
+the trigger (the initiator at once), so it joins after its current iteration (docs/semantics.md). Once some worker has
+posted its last iteration no exchange is triggered (a blocking exchange needs everyone). With a time budget, the first
+exchange that rank 0 sees complete at or after it is the last: rank 0 tells every rank so right after it, and every rank
+tells the server it has stopped.
 
 An exchange is blocking: an all-gather of each worker's running-mean loss (its last 10 training losses), a
 broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks) and, for a global
