@@ -49,8 +49,7 @@ class CountingServer:
         triggered: list[tuple[int, int, float]] = []  # (global, initiator, t_trigger) of each exchange
         joined = [0] * self.workers
         while finished < self.workers:
-            rank, request = self.service.take()  # worker, report, t_post
-            worker, report, t_post = int(request[0]), int(request[1]), float(request[2])
+            worker, (report, t_post) = self.service.take()
             if report == STOPPED:  # at the budget's last exchange: no post, no answer
                 finished += 1
                 continue
@@ -64,7 +63,7 @@ class CountingServer:
             if joined[worker] < len(triggered):
                 reply[:] = (joined[worker], *triggered[joined[worker]])
                 joined[worker] += 1
-            self.service.answer(rank, reply)
+            self.service.answer(worker, reply)
         self.service.close()
 
 
@@ -74,7 +73,7 @@ class LsgdExchange(Exchange):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.counter = comm.Dup()
-        self.service = Service(self.counter, np.zeros(3))
+        self.service = Service(self.counter, np.zeros(2))  # a report and its time
         per_node = rules.workers_per_node
         self.nodes = np.arange(self.size) // per_node
         self.node = comm.Split(self.rank // per_node, self.rank)
@@ -94,7 +93,7 @@ class LsgdExchange(Exchange):
         self.losses.append(loss)
         reply = np.zeros(4)
         report = LAST if n == self.rules.N - 1 else STEP
-        self.service.ask(np.array([self.rank, report, t_post], dtype=np.float64), reply)
+        self.service.ask(np.array([report, t_post]), reply)
         exchange, global_, initiator, t_trigger = int(reply[0]), bool(reply[1]), int(reply[2]), float(reply[3])
         if exchange < 0:
             self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
@@ -103,7 +102,7 @@ class LsgdExchange(Exchange):
         t_done = self.clock.now()
         self.stopped = self.budget_spent(t_done)
         if self.stopped and report != LAST:  # (a last post has told the server already)
-            self.service.tell(np.array([self.rank, STOPPED, t_done]))
+            self.service.tell(np.array([STOPPED, t_done]))
         self.waiting.append((n, t_start, t_post, t_done, self.version))
         for call in self.waiting:
             self._emit(call, exchange)

@@ -2,7 +2,7 @@
 rank 0 included.
 
 A service thread waits for a message by testing a receive from any source between sleeps that double from 10 µs
-to 200 µs (:func:`receive`): a blocking receive would poll on a core the ranks need (on this 2-core machine it made
+to 200 µs (:func:`until`): a blocking receive would poll on a core the ranks need (on this 2-core machine it made
 the exchanges slower: gossip 0.60 → 0.90 ms, a push 0.38 → 0.54 ms at P = 2).
 
 A :class:`Service` is the channel to one service thread of rank 0 (LSGD's counting server, the parameter server of
