@@ -10,7 +10,7 @@ speedup is their geometric mean and its interval is Student's t-interval of the 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -151,6 +151,15 @@ def ks_distance(a: Iterable[float], b: Iterable[float]) -> float:
     grid = np.concatenate([x, y])
     gap = np.searchsorted(x, grid, side="right") / len(x) - np.searchsorted(y, grid, side="right") / len(y)
     return float(np.abs(gap).max())
+
+
+def ks_apart(samples: Sequence[Iterable[float]]) -> float:
+    """The mean :func:`ks_distance` over every pair of ``samples``: how far repeats of one measurement lie from each
+    other (for real runs of one scenario, the machine's own noise, against which a simulation's distance is read).
+    NaN for fewer than two samples."""
+    kept = [np.asarray(list(s), dtype=float) for s in samples]
+    pairs = [ks_distance(a, b) for i, a in enumerate(kept) for b in kept[i + 1 :]]
+    return float(np.mean(pairs)) if pairs else float("nan")
 
 
 def tv_distance(a: Iterable[int], b: Iterable[int]) -> float:

@@ -43,6 +43,7 @@ from stragglerlab.analysis.compare import (
     ALGORITHM,
     KS_WAIT_TARGET,
     VALIDATION_TARGETS,
+    ks_apart,
     ks_distance,
     sim_vs_real,
     tv_distance,
@@ -294,15 +295,19 @@ def validate(
     ], pairs
 
 
-def repeats(table: pd.DataFrame, k: int) -> pd.DataFrame:
+def repeats(table: pd.DataFrame, k: int, pairs: dict[str, list[Run]]) -> pd.DataFrame:
     """Each mode's rows in consecutive groups of ``k`` (``k`` real runs of one configuration): per group, the mean
     of every error and distance (``<column>``) and its spread over the ``k`` runs (``<column>_spread``, the sample
-    standard deviation); ``run`` is the group's first run."""
+    standard deviation), and ``ks_wait_apart``, the mean KS distance of the waits between the group's real runs,
+    pair by pair (:func:`~stragglerlab.analysis.compare.ks_apart`): what the machine's own noise leaves between runs
+    of one scenario, beside which ``ks_wait`` is read. ``pairs``: per mode, the real and simulated runs as
+    :func:`validate` returns them; ``run`` is the group's first run."""
     measured = [c for c in table.columns if c.endswith("_error") or c.startswith(("ks_", "tv_"))]
     out = []
     for mode, rows in table.groupby("mode", sort=False):
         if len(rows) % k:
             raise UserError(f"--repeat {k}: {len(rows)} {mode} runs are not groups of {k} repeats")
+        reals = pairs[mode][::2]  # in the order of the mode's rows
         for first in range(0, len(rows), k):
             group = rows.iloc[first : first + k]
             algorithms_seen = group[ALGORITHM].unique()
@@ -318,6 +323,7 @@ def repeats(table: pd.DataFrame, k: int) -> pd.DataFrame:
                     "repeats": k,
                     **group[measured].mean().to_dict(),
                     **{f"{c}_spread": spread[c] for c in measured},
+                    "ks_wait_apart": ks_apart([r.iterations["wait"] for r in reals[first : first + k]]),
                 }
             )
     return pd.DataFrame(out)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from stragglerlab.analysis.compare import ks_distance, tv_distance
+from stragglerlab.analysis.compare import ks_apart, ks_distance, tv_distance
 from stragglerlab.analysis.metrics import active_samples_per_s
 from stragglerlab.analysis.runfolder import Run
 
@@ -18,6 +18,13 @@ def test_ks_distance():
     assert ks_distance([1, 2], [3, 4]) == 1
     assert ks_distance([1, 2, 3, 4], [3, 4, 5, 6]) == pytest.approx(0.5)
     assert math.isnan(ks_distance([], [1.0]))
+
+
+def test_ks_apart_is_the_mean_distance_over_every_pair():
+    assert ks_apart([[1, 2], [2, 1], [1, 2]]) == 0
+    # pairs: (a, b) 1, (a, c) 0.5, (b, c) 0.5
+    assert ks_apart([[1, 2, 3, 4], [5, 6, 7, 8], [3, 4, 5, 6]]) == pytest.approx(2 / 3)
+    assert math.isnan(ks_apart([[1, 2]]))
 
 
 def test_tv_distance():

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stragglerlab.analysis.compare import KS_WAIT_TARGET, VALIDATION_TARGETS, ks_distance
+from stragglerlab.analysis.compare import KS_WAIT_TARGET, VALIDATION_TARGETS, ks_apart
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.realrun.validate import Calibration, read_calibration, validate
 from stragglerlab.simulator import algorithms
@@ -146,8 +146,8 @@ def validated(
 ) -> list[dict]:
     """One row per real run of ``runs`` (per imbalance, the K repeats): trace-driven with its imbalance's calibration
     and with the formulas, and the same repeat under the other imbalance predicted out of sample from it (with its
-    calibration: what was measured before that run); and the KS distance of its waits from its repeats' (the
-    machine's own noise: what runs of one scenario seconds apart agree to)."""
+    calibration: what was measured before that run); and how far apart the repeats' own waits lie (the machine's
+    own noise: what runs of one scenario seconds apart agree to)."""
     rows = []
     for imbalance, mine in runs.items():
         other = next(i for i in IMBALANCES if i != imbalance)
@@ -170,18 +170,12 @@ def validated(
                     "oos_error": oos["mean_iteration_error"],
                     "ks_wait": trace["ks_wait"],
                     "ks_wait_oos": oos["ks_wait"],
-                    "ks_wait_repeats": ks_from_repeats(real, mine),
+                    "ks_wait_repeats": ks_apart([r.iterations["wait"] for r in mine]),
                     "wait_fraction_real": trace["wait_fraction_real"],
                     "wait_fraction_sim": trace["wait_fraction_sim"],
                 }
             )
     return rows
-
-
-def ks_from_repeats(real, repeats: list) -> float:
-    """The mean KS distance of ``real``'s waits from those of the other runs of ``repeats`` (NaN without any)."""
-    others = [ks_distance(real.iterations["wait"], r.iterations["wait"]) for r in repeats if r is not real]
-    return float(np.mean(others)) if others else float("nan")
 
 
 def report(table: pd.DataFrame) -> None:

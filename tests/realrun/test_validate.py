@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from stragglerlab.analysis.compare import ks_distance
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun import roundtimes
@@ -309,6 +310,10 @@ def test_repeat_reports_each_errors_spread_over_the_repeats(tmp_path):
     assert grouped.loc[0, "mean_iteration_error"] == pytest.approx(errors.mean())
     assert grouped.loc[0, "mean_iteration_error_spread"] == pytest.approx(errors.std(ddof=1))
     assert grouped.loc[0, "mean_iteration_error_spread"] > 0
+    waits = [r.iterations["wait"] for r in runs]  # the runs' own waits, pair by pair
+    apart = [ks_distance(waits[a], waits[b]) for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert grouped.loc[0, "ks_wait_apart"] == pytest.approx(np.mean(apart)) and min(apart) > 0
+    assert "KS wait apart" in proc.stdout
     proc = stragglerlab("validate", *[str(r.path) for r in runs], "--repeat", "2", "-o", str(out))
     assert proc.returncode == 2 and "not groups of 2 repeats" in proc.stderr
 
