@@ -157,6 +157,7 @@ def validated(
     rows = []
     for imbalance, mine in runs.items():
         other = next(i for i in IMBALANCES if i != imbalance)
+        apart = ks_apart([r.iterations["wait"] for r in mine])  # one figure for the K repeats
         for k, real in enumerate(mine):
             where = val / f"{algorithm}-{imbalance}"
             calibrated, _ = validate([real], where / f"cal-{k}", calibrations[imbalance], others=[runs[other][k]])
@@ -176,7 +177,7 @@ def validated(
                     "oos_error": oos["mean_iteration_error"],
                     "ks_wait": trace["ks_wait"],
                     "ks_wait_oos": oos["ks_wait"],
-                    "ks_wait_repeats": ks_apart([r.iterations["wait"] for r in mine]),
+                    "ks_wait_repeats": apart,
                     "wait_fraction_real": trace["wait_fraction_real"],
                     "wait_fraction_sim": trace["wait_fraction_sim"],
                 }
