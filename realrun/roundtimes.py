@@ -38,11 +38,16 @@ measured rounds and the fitted message time.
 **Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each, block
 b with the scenario's seed + b, so that random delays and compute times differ from block to block; more iterations,
 up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have); after each block the median
-and the mean of every round so far are taken, and measuring stops when the last three medians lie within ``tolerance``
-(relative, max/min − 1) of each other and so do the last three means, or after ``max_blocks`` blocks (the figure is
-then flagged unstable). **(choice)** The mean as well as the median: the table holds the mean, which a single stall of
-a hundred milliseconds among a few hundred rounds of one can double while the median does not move. Each figure
-is printed as its mean, its median and the interquartile range of the single rounds. The table holds the **mean**
+of every round so far is taken, and the standard error of their mean by batch means (the blocks as batches,
+:meth:`Figure.standard_error`), and measuring stops when the last three medians lie within ``tolerance`` (relative,
+max/min − 1) of each other and the standard error is at most ``tolerance`` of the mean, or after ``max_blocks`` blocks
+(the figure is then flagged unstable). **(choice)** The mean's precision as well as the median: the table holds the
+mean, which a single stall of a hundred milliseconds among a few hundred rounds of one can double while the median does
+not move. **(choice)** Its standard error, not three running means within ``tolerance``: a running mean moves by
+1/k of a block's difference, so a burst of stalls early on, which the runs after the calibration need not meet, can
+leave three running means within 5 % of each other (a 4-rank ad-psgd calibration stopped so after 8 blocks, its mean
+1.7 times the mean exchange of the runs after it). Each figure is printed as its mean ± its standard error, its median
+and the interquartile range of the single rounds. The table holds the **mean**
 (**(choice)**: the simulation gives every round one time, and a mean iteration time is predicted by the mean round time;
 under load the rounds' times are skewed, a few of several milliseconds), and how single rounds vary about it
 (:func:`spread`: a lognormal bulk and rare stalls, which the simulation draws each exchange's factor from).
@@ -138,22 +143,39 @@ def kind_ranks(scenario: Scenario) -> dict[str, int]:
 
 @dataclass
 class Figure:
-    """One measured figure: every sample so far, and its median and mean after each block."""
+    """One measured figure: every sample so far, its median after each block, and each block's round count and mean
+    (the batches of the mean's standard error)."""
 
     samples: list[float] = field(default_factory=list)
     medians: list[float] = field(default_factory=list)
-    means: list[float] = field(default_factory=list)
+    blocks: list[tuple[int, float]] = field(default_factory=list)
 
     def add(self, values: np.ndarray) -> None:
+        if len(values):
+            self.blocks.append((len(values), float(np.mean(values))))
         self.samples += [float(v) for v in values]
         if self.samples:
             self.medians.append(float(np.median(self.samples)))
-            self.means.append(float(np.mean(self.samples)))
 
     def stable(self, tolerance: float) -> bool:
-        """Whether the last three medians, and the last three means (what the table holds), each lie within
-        ``tolerance`` of each other."""
-        return all(_within(values[-STABLE_BLOCKS:], tolerance) for values in (self.medians, self.means))
+        """Whether the last three medians lie within ``tolerance`` of each other and the mean (what the table holds)
+        is known to within ``tolerance``: its standard error at most ``tolerance`` of it."""
+        return _within(self.medians[-STABLE_BLOCKS:], tolerance) and self.standard_error() <= tolerance * self.mean
+
+    def standard_error(self) -> float:
+        """The standard error of the mean of all rounds by batch means, the blocks as batches (inf under three
+        blocks). Rounds within a block are not independent draws (the machine's speed wanders over seconds, and a
+        block is a few seconds of it), the blocks, separate runs, nearly are: so the spread of the blocks' means
+        says how well the mean is known, which the rounds' own spread would overstate."""
+        if len(self.blocks) < STABLE_BLOCKS:
+            return float("inf")
+        n, m = np.array(self.blocks).T
+        mean = n @ m / n.sum()
+        return float(np.sqrt(len(n) / (len(n) - 1) * np.sum((n * (m - mean)) ** 2)) / n.sum())
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.samples))
 
     @property
     def median(self) -> float:
@@ -357,14 +379,16 @@ def fits(rows: list[Row]) -> list[KindFit]:
 def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
     lines = [
-        f"collectives through the harness (--backend {m.backend}), blocks until the median and the mean of the last "
-        f"{STABLE_BLOCKS} each move < {tolerance:.0%}: mean, median [25th, 75th percentile] of single rounds"
+        f"collectives through the harness (--backend {m.backend}), blocks until the last {STABLE_BLOCKS} medians move "
+        f"< {tolerance:.0%} and the mean's standard error over the blocks is <= {tolerance:.0%}: mean ± standard "
+        f"error, median [25th, 75th percentile] of single rounds"
     ]
     for (name, kind, ranks, nbytes), figure in sorted(m.rounds.items()):
         lo, hi = figure.spread()
         stalls = spread(figure.samples).stalls
         lines.append(
-            f"  {name} {kind} over {ranks} ranks, {nbytes:.10g} B: {np.mean(figure.samples) * 1e3:.3f} ms, "
+            f"  {name} {kind} over {ranks} ranks, {nbytes:.10g} B: {figure.mean * 1e3:.3f} "
+            f"± {figure.standard_error() * 1e3:.3f} ms, "
             f"{figure.median * 1e3:.3f} ms "
             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks"
             f"{f', {stalls:.0%} stalled' if stalls else ''})"

@@ -79,8 +79,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.05,
         metavar="X",
-        help="with --collectives: stop when the last 3 block medians lie within X of each other, and so do the last "
-        "3 block means (default 0.05)",
+        help="with --collectives: stop when the last 3 block medians lie within X of each other and the mean's "
+        "standard error over the blocks is at most X of it (default 0.05)",
     )
     parser.add_argument(
         "--balanced",

@@ -264,7 +264,7 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     for row in rows[1:]:
         seconds, cv, stalls, stall = map(float, row.split(",")[3:])
         assert seconds > 0 and cv >= 0 and 0 <= stalls < 1 and 0 <= stalls * stall < seconds
-    assert "update gap" in proc.stdout and "] (" in proc.stdout and "blocks until the median" in proc.stdout
+    assert "update gap" in proc.stdout and "] (" in proc.stdout and "standard error over the blocks" in proc.stdout
     scenario = load(fragment)
     assert scenario.network.table == table and scenario.network.overhead == 0 and scenario.workload.update >= 0
     assert "s per pushed byte" in proc.stdout and "server_gamma = " in fragment.read_text()  # from the push rounds

@@ -14,7 +14,7 @@ from stragglerlab.analysis.compare import ks_distance
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun import roundtimes
-from stragglerlab.realrun.roundtimes import server_gamma, spread
+from stragglerlab.realrun.roundtimes import Figure, server_gamma, spread
 from stragglerlab.realrun.validate import base_compute, call_model, measured_compute, read_calibration, validate
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.imbalance import Spread
@@ -248,22 +248,46 @@ class OneRank:
         return value
 
 
-@pytest.mark.parametrize("stall", [0.0, 0.2])
-def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_and_the_mean_are_stable(monkeypatch, stall):
-    # every block 100 rounds of 1 ms; with stall, one of 200 ms in the third: the median stays put, the mean does not
+def _block(stall: float) -> np.ndarray:
+    """100 rounds of 1 ms, the last one ``stall`` s (1 ms where 0)."""
+    return np.r_[np.full(99, 1e-3), stall or 1e-3]
+
+
+@pytest.mark.parametrize(
+    ("stalls", "blocks", "stable"),
+    [
+        ([0.0] * 12, 3, True),  # alike: three blocks
+        ([0.0, 0.0, 0.2] + [0.0] * 9, 8, False),  # one stall of 200 ms: the mean stays unknown to 5 % up to the cap
+        ([0.03, 0.0] * 6, 8, True),  # every other block a stall of 30 ms: three running means lie within 5 % at
+        # the fourth block already (1.15, 1.2, 1.15 ms), the mean's standard error is 5 % of it only at the eighth
+    ],
+)
+def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_is_stable_and_the_mean_known(
+    monkeypatch, stalls, blocks, stable
+):
     seeds = []
-    blocks = iter([np.full(100, 1e-3)] * 2 + [np.r_[np.full(99, 1e-3), stall or 1e-3]] + [np.full(100, 1e-3)] * 9)
+    rounds = iter([_block(stall) for stall in stalls])
     monkeypatch.setattr(roundtimes, "run_rank", lambda s, *_, **__: seeds.append(s.seed))
-    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": next(blocks)}, np.zeros(3), 400))
+    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": next(rounds)}, np.zeros(3), 400))
     base = scenario(algorithm={"name": "sync"}, seed=7)
     measured = roundtimes.measure(base, OneRank(), ["sync"], [400], max_blocks=8)
     figure = measured.rounds[("sync", "sync", 2, 400)]
-    assert seeds == list(range(7, 7 + len(seeds)))  # each block its own seed, from the scenario's
-    assert figure.medians == [1e-3] * len(seeds)
-    if stall:  # the mean falls back by 1/k per block and never moves less than 5 % over three: the cap, flagged
-        assert len(seeds) == 8 and not figure.stable(0.05) and measured.unstable == [("sync", 400)]
-    else:
-        assert len(seeds) == 3 and figure.stable(0.05) and not measured.unstable
+    assert seeds == list(range(7, 7 + blocks))  # each block its own seed, from the scenario's
+    assert figure.medians == [1e-3] * blocks
+    assert figure.stable(0.05) == stable and measured.unstable == ([] if stable else [("sync", 400)])
+    assert figure.mean == pytest.approx(np.mean(np.concatenate([_block(x) for x in stalls[:blocks]])))
+
+
+def test_a_figures_standard_error_is_that_of_its_blocks_means():
+    figure = Figure()
+    for k, level in enumerate([1.0, 2.0, 3.0]):
+        figure.add(np.full(10 * (k + 1), level))  # blocks of 10, 20 and 30 rounds
+    mean = (10 + 40 + 90) / 60
+    expected = np.sqrt(3 / 2 * (100 * (1 - mean) ** 2 + 400 * (2 - mean) ** 2 + 900 * (3 - mean) ** 2)) / 60
+    assert figure.mean == pytest.approx(mean) and figure.standard_error() == pytest.approx(expected)
+    assert Figure(blocks=[(10, 1.0), (10, 2.0)]).standard_error() == np.inf  # under three blocks: not known
+    figure.add(np.array([]))  # a block without rounds of this kind is not a batch
+    assert len(figure.blocks) == 3 and len(figure.medians) == 4
 
 
 def test_a_calibrations_server_cost_is_used(tmp_path):
