@@ -166,7 +166,7 @@ class Figure:
         """The standard error of the mean of all rounds by batch means, the blocks as batches (inf under three
         blocks). Rounds within a block are not independent draws (the machine's speed wanders over seconds, and a
         block is a few seconds of it), the blocks, separate runs, nearly are: so the spread of the blocks' means
-        says how well the mean is known, which the rounds' own spread would overstate."""
+        says how well the mean is known, which the rounds' own spread over their count would understate."""
         if len(self.blocks) < STABLE_BLOCKS:
             return float("inf")
         n, m = np.array(self.blocks).T
