@@ -61,6 +61,7 @@ overhead already, so the fragment sets ``network.overhead = 0``.
 from __future__ import annotations
 
 import csv
+import math
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.analysis.runfolder import Run, load_run
 from stragglerlab.realrun.calibration import fit_linear, lognormal_cv, quartile_sigma
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.replica import is_torch
@@ -189,10 +190,9 @@ def _within(last: list[float], tolerance: float) -> bool:
     return len(last) == STABLE_BLOCKS and min(last) > 0 and max(last) / min(last) - 1 < tolerance
 
 
-def block_times(folder: Path, ddp: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+def block_times(run: Run, ddp: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
     """Round times per kind (warm-up rounds dropped), the update gaps and the bytes of an exchange (a bucket's under
-    ``ddp``) of one calibration run (module doc)."""
-    run = load_run(folder)
+    ``ddp``) of one run, a calibration's block (module doc) or any other."""
     it = run.iterations
     workload = run.meta["scenario"]["workload"]  # as the run resolved it: the model's size, DDP's buckets
     buckets = workload["buckets"] if ddp else 1
@@ -214,6 +214,13 @@ def block_times(folder: Path, ddp: bool = False) -> tuple[dict[str, np.ndarray],
     gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
     exchanged = BYTES_PER_ELEMENT * workload["params"] / buckets  # the simulator's bucket size, exactly
     return times, np.concatenate(gaps), int(exchanged) if exchanged.is_integer() else exchanged
+
+
+def median_round(run: Run) -> float:
+    """The median time of a run's rounds, all kinds together, each as :func:`block_times` takes it: the exchange as
+    the rank that completes it meets it (nan without any)."""
+    times = list(block_times(run)[0].values())
+    return float(np.median(np.concatenate(times))) if times else math.nan
 
 
 def bucket_time(start: float, post: float, wait: float, buckets: int, backward: float) -> float:
@@ -287,7 +294,7 @@ def measure(
                     run_rank(scenario.replace(seed=scenario.seed + b), folder, backend, notes=False)
                     done, rounds = True, 0
                     if rank == 0:
-                        times, gaps, exchanged = block_times(folder, ddp)
+                        times, gaps, exchanged = block_times(load_run(folder), ddp)
                         out.gap.add(gaps)
                         for kind, values in times.items():
                             figures.setdefault(kind, Figure()).add(values)

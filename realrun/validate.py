@@ -23,7 +23,10 @@ messages have the real model's size): validation compares timings, not training.
 means and relative errors (``sim / real − 1``) of the mean and 95th-percentile iteration time, throughput (over the
 span the workers computed, :func:`~stragglerlab.analysis.metrics.active_samples_per_s`: a real run's start-up is not
 modelled), mean wait, wait fraction and mean staleness, and the distance between distributions: Kolmogorov–Smirnov
-of iteration times and of waits, total variation of staleness.
+of iteration times and of waits, total variation of staleness. And the median round time of each, real and simulated,
+with its relative error (:func:`~stragglerlab.realrun.roundtimes.median_round`, the exchange as the rank that completes
+it meets it, taken alike from both runs): whether the network model priced this run's rounds, which a calibration
+measured in another minute or under another load need not have (``ROUND_WARNING``).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from stragglerlab.analysis.metrics import active_samples_per_s, iteration_times
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, Run, load_run
 from stragglerlab.realrun.calibration import compute_model, lognormal_cv, lognormal_model, quartile_sigma
+from stragglerlab.realrun.roundtimes import median_round
 from stragglerlab.simulator.imbalance import CallCosts, ComputeTimes
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, from_dict
@@ -61,6 +65,10 @@ from stragglerlab.simulator.scenario import Scenario, from_dict
 METRICS = ("mean_iteration", "p95_iteration", "throughput", "mean_wait", "wait_fraction", "mean_staleness")
 #: the error of the mean iteration time that validation aims for, per mode
 TARGETS = VALIDATION_TARGETS
+#: a simulation whose median round time is off the run's by more than this factor either way is warned of: the
+#: calibration's rounds are not this run's (on a 2-core machine, within a factor of 1.34 in 213 of 216 validated
+#: runs, 1.63-1.83 in the 3 whose calibration was measured in a slow minute)
+ROUND_WARNING = 1.5
 #: the sections of a calibrate fragment a simulation takes (:func:`read_calibration`): section -> key -> value
 Calibration = dict[str, dict[str, Any]]
 
@@ -227,12 +235,29 @@ def compare(real: Run, sim: Run) -> dict[str, Any]:
     table = summary_table([real, sim]).assign(throughput=[active_samples_per_s(real), active_samples_per_s(sim)])
     row = sim_vs_real(table, METRICS).iloc[0].to_dict()
     carried = [r.iterations.loc[r.iterations["round"] >= 0, "staleness"] for r in (real, sim)]
+    rounds = median_round(real), median_round(sim)
     return {
         **row,
+        "median_round_real": rounds[0],
+        "median_round_sim": rounds[1],
+        "median_round_error": rounds[1] / rounds[0] - 1 if rounds[0] > 0 else math.nan,
         "ks_iteration": ks_distance(iteration_times(real), iteration_times(sim)),
         "ks_wait": ks_distance(real.iterations["wait"], sim.iterations["wait"]),
         "tv_staleness": tv_distance(*carried),
     }
+
+
+def round_warnings(table: pd.DataFrame) -> list[str]:
+    """One line per trace-driven row whose simulated median round time is off the real one by more than
+    ``ROUND_WARNING`` either way: the network model does not price that run's rounds."""
+    ratio = 1 + table["median_round_error"]  # nan (a run without rounds) is never off
+    off = table[(table["mode"] == "trace") & ((ratio > ROUND_WARNING) | (ratio < 1 / ROUND_WARNING))]
+    return [
+        f"{Path(row.run).name}: its simulation's rounds take a median of {row.median_round_sim * 1e3:.3g} ms, the "
+        f"run's {row.median_round_real * 1e3:.3g} ms: the network model (the calibration, or the run's own [network]) "
+        "was not measured under this run's load; calibrate --collectives again just before the runs"
+        for row in off.itertuples()
+    ]
 
 
 def _names(runs: Iterable[Run]) -> list[str]:

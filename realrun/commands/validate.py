@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +14,7 @@ from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import read_calibration, repeats, validate
+from stragglerlab.realrun.validate import read_calibration, repeats, round_warnings, validate
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -99,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])
     table.to_csv(args.output / "validation.csv", index=False)
     print(format_table(table))
+    for line in round_warnings(table):
+        print(f"stragglerlab validate: warning: {line}", file=sys.stderr)
     if args.repeat > 1:
         grouped = repeats(table, args.repeat, pairs)
         grouped.to_csv(args.output / "repeats.csv", index=False)

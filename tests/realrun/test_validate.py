@@ -15,7 +15,15 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.roundtimes import Figure, server_gamma, spread
-from stragglerlab.realrun.validate import base_compute, call_model, measured_compute, read_calibration, validate
+from stragglerlab.realrun.validate import (
+    ROUND_WARNING,
+    base_compute,
+    call_model,
+    measured_compute,
+    read_calibration,
+    round_warnings,
+    validate,
+)
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.run import simulate
@@ -79,6 +87,8 @@ def test_trace_driven_reproduces_a_simulated_run_exactly(tmp_path, algorithm):
     for metric in ("mean_iteration", "p95_iteration", "throughput", "mean_wait"):
         assert abs(row[f"{metric}_error"]) < 1e-9 or row[f"{metric}_real"] == 0, metric
     assert row["ks_iteration"] < 1e-9 and row["ks_wait"] < 1e-9 and row["tv_staleness"] < 1e-9
+    assert abs(row["median_round_error"]) < 1e-9 or row["median_round_real"] == 0  # sgp's posts wait for nothing
+    assert row["median_round_sim"] == row["median_round_real"] and not round_warnings(table)
     trace = np.load(tmp_path / "val" / "traces" / "real.npy")
     assert trace.shape == (30, 4) and np.allclose(trace, measured_compute(real))
     assert pairs["trace"][1].meta["scenario"]["imbalance"]["kind"] == "trace"
@@ -196,7 +206,13 @@ def test_a_calibrations_cost_table_is_used(tmp_path):
     assert sim.meta["network"]["table"] == "cal.csv"
     rounds = sim.rounds
     assert np.allclose(rounds["t_done"] - rounds["t_trigger"], 0.05)  # every sync round as the table says
-    assert pd.read_csv(out / "validation.csv").loc[0, "mean_iteration_error"] > 0.5
+    row = pd.read_csv(out / "validation.csv").loc[0]
+    assert row["mean_iteration_error"] > 0.5
+    # the run's own rounds took the formulas' fraction of a millisecond: the table was not measured for this run
+    assert row["median_round_sim"] == pytest.approx(0.05) and row["median_round_real"] < 0.05 / ROUND_WARNING
+    (warning,) = proc.stderr.splitlines()
+    assert warning.startswith("stragglerlab validate: warning: real: its simulation's rounds take a median of 50 ms")
+    assert "calibrate --collectives again" in warning
 
 
 def test_the_tables_spread_is_a_lognormal_bulk_as_wide_as_its_quartiles_and_the_stalls_beyond_the_fence():
@@ -268,6 +284,7 @@ def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_is_stable_and_
     seeds = []
     rounds = iter([_block(stall) for stall in stalls])
     monkeypatch.setattr(roundtimes, "run_rank", lambda s, *_, **__: seeds.append(s.seed))
+    monkeypatch.setattr(roundtimes, "load_run", lambda folder: folder)
     monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": next(rounds)}, np.zeros(3), 400))
     base = scenario(algorithm={"name": "sync"}, seed=7)
     measured = roundtimes.measure(base, OneRank(), ["sync"], [400], max_blocks=8)
