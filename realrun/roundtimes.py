@@ -170,9 +170,8 @@ class Figure:
         says how well the mean is known, which the rounds' own spread over their count would understate."""
         if len(self.blocks) < STABLE_BLOCKS:
             return float("inf")
-        n, m = np.array(self.blocks).T
-        mean = n @ m / n.sum()
-        return float(np.sqrt(len(n) / (len(n) - 1) * np.sum((n * (m - mean)) ** 2)) / n.sum())
+        n, m = np.array(self.blocks).T  # the blocks' round-weighted mean is the mean of all rounds
+        return float(np.sqrt(len(n) / (len(n) - 1) * np.sum((n * (m - self.mean)) ** 2)) / n.sum())
 
     @property
     def mean(self) -> float:
