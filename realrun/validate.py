@@ -67,7 +67,7 @@ METRICS = ("mean_iteration", "p95_iteration", "throughput", "mean_wait", "wait_f
 TARGETS = VALIDATION_TARGETS
 #: a simulation whose median round time is off the run's by more than this factor either way is warned of: the
 #: calibration's rounds are not this run's (on a 2-core machine, within a factor of 1.34 in 213 of 216 validated
-#: runs, 1.63-1.83 in the 3 whose calibration was measured in a slow minute)
+#: runs, 1.63-1.83 in the 3 whose calibration was measured in a slow minute; in a later 216, all within 1.45)
 ROUND_WARNING = 1.5
 #: the sections of a calibrate fragment a simulation takes (:func:`read_calibration`): section -> key -> value
 Calibration = dict[str, dict[str, Any]]

@@ -162,11 +162,11 @@ def checked(
     second = fragment.with_name(f"{fragment.stem}-again.toml")
     if args.revalidate:
         return read_calibration(second if second.exists() else fragment), second.exists()
-    check = fragment.parent / "val" / "check" / f"{algorithm}-{imbalance}"
-    table, _ = validate(runs[imbalance], check, read_calibration(fragment))
+    first = read_calibration(fragment)
+    table, _ = validate(runs[imbalance], fragment.parent / "val" / "check" / f"{algorithm}-{imbalance}", first)
     warnings = round_warnings(table)
     if not warnings:
-        return read_calibration(fragment), False
+        return first, False
     print(*(f"{fragment.name}: {w}" for w in warnings), "calibrating again", sep="\n", file=sys.stderr)
     calibrate(args, P, second, algorithm, imbalance)
     return read_calibration(second), True
