@@ -35,13 +35,15 @@ simulator's bucketed sync gives that wait (:func:`bucket_time`), from the last p
 and the service, which it prices with ``algorithm.server_gamma``: :func:`server_gamma` finds that key from the
 measured rounds and the fitted message time.
 
-**Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each, block
-b with the scenario's seed + b, so that random delays and compute times differ from block to block; more iterations,
-up to 2,048, when a block had fewer than ``block / 2`` rounds, as local SGD and LSGD have); after each block the median
-of every round so far is taken, and the standard error of their mean by batch means (the blocks as batches,
-:meth:`Figure.standard_error`), and measuring stops when the last three medians lie within ``tolerance`` (relative,
-max/min − 1) of each other and the standard error is at most ``tolerance`` of the mean, or after ``max_blocks`` blocks
-(the figure is then flagged unstable). **(choice)** The mean's precision as well as the median: the table holds the
+**Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each, in
+the job's own processes, :class:`InProcess`, or each in a launch of its own, as ``calibrate --np`` times DDP's buckets:
+:mod:`~stragglerlab.realrun.launched`; block b with the scenario's seed + b, so that random delays and compute times
+differ from block to block; more iterations, up to 2,048, when a block had fewer than ``block / 2`` rounds, as local
+SGD and LSGD have); after each block the median of every round so far is taken, and the standard error of their mean
+by batch means (the blocks as batches, :meth:`Figure.standard_error`), and measuring stops when the last three medians
+lie within ``tolerance`` (relative, max/min − 1) of each other and the standard error is at most ``tolerance`` of the
+mean, after at least the blocks' ``least`` (3 in one job, 8 launched), or after ``max_blocks`` blocks (the figure is
+then flagged unstable). **(choice)** The mean's precision as well as the median: the table holds the
 mean, which a single stall of a hundred milliseconds among a few hundred rounds of one can double while the median does
 not move. **(choice)** Its standard error, not three running means within ``tolerance``: a running mean moves by
 1/k of a block's difference, so a burst of stalls early on, which the runs after the calibration need not meet, can
@@ -66,7 +68,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -245,11 +247,44 @@ class Measurement:
     rounds: dict[tuple[str, str, int, float], Figure] = field(default_factory=dict)
     gap: Figure = field(default_factory=Figure)
     unstable: list[tuple[str, float]] = field(default_factory=list)
+    launched: bool = False  # each block in processes of its own
+
+
+class Blocks(Protocol):
+    """Where a calibration's blocks run: ``run`` one block's scenario into ``folder`` (collective where the blocks
+    share processes) and give the run to the process that ``deciding`` (None elsewhere); ``agree`` hands that
+    process's value to every other; ``ranks`` of each block; ``launched``: each block in processes of its own;
+    ``least``: the fewest blocks a figure takes."""
+
+    ranks: int
+    deciding: bool
+    launched: bool
+    least: int
+
+    def run(self, scenario: Scenario, folder: Path, backend: str) -> Run | None: ...
+
+    def agree(self, value: Any) -> Any: ...
+
+
+class InProcess:
+    """A calibration's blocks run one after another by the ranks of ``comm`` (``MPI.COMM_WORLD``) themselves, each
+    with :func:`~stragglerlab.realrun.harness.run_rank`; rank 0 reads them and decides."""
+
+    def __init__(self, comm: Any):
+        self.comm, self.ranks, self.deciding = comm, comm.Get_size(), comm.Get_rank() == 0
+        self.launched, self.least = False, STABLE_BLOCKS
+
+    def run(self, scenario: Scenario, folder: Path, backend: str) -> Run | None:
+        run_rank(scenario, folder, backend, notes=False)
+        return load_run(folder) if self.deciding else None
+
+    def agree(self, value: Any) -> Any:
+        return self.comm.bcast(value, root=0)
 
 
 def measure(
     base: Scenario,
-    comm: Any,
+    blocks: Blocks,
     names: Sequence[str],
     sizes: Sequence[int],
     block: int = 24,
@@ -258,12 +293,12 @@ def measure(
     balanced: bool = False,
     backend: str = "native",
 ) -> Measurement | None:
-    """Collective over ``comm`` (``MPI.COMM_WORLD``): every algorithm of ``names`` at every size, under ``base``'s
-    compute and imbalance (or ``balanced``), through the real runs' ``backend``; with the torch backend and a torch
-    workload, DDP's buckets of that workload and its whole gradient as one bucket instead of the sizes. The
-    measurement on rank 0, None elsewhere."""
-    rank, P = comm.Get_rank(), comm.Get_size()
-    out = Measurement(backend, base.algorithm.servers)  # filled on rank 0
+    """Every algorithm of ``names`` at every size, in ``blocks`` (collective where they share processes), under
+    ``base``'s compute and imbalance (or ``balanced``), through the real runs' ``backend``; with the torch backend
+    and a torch workload, DDP's buckets of that workload and its whole gradient as one bucket instead of the sizes.
+    The measurement on the deciding process, None elsewhere."""
+    P = blocks.ranks
+    out = Measurement(backend, base.algorithm.servers, launched=blocks.launched)  # filled where blocks decide
     ddp = ddp_rounds(backend, base.workload.model)
     variants: list[dict[str, Any]]
     if ddp:  # DDP's buckets of the model itself, and its whole gradient as one bucket (the table's two sizes)
@@ -271,7 +306,7 @@ def measure(
     else:
         variants = [{"workload.model": "none", "workload.params": max(n // 4, 1), "workload.buckets": 1} for n in sizes]
     with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
-        root = Path(comm.bcast(tmp if rank == 0 else None, root=0))
+        root = Path(blocks.agree(tmp if blocks.deciding else None))
         for name in names:
             for v, variant in enumerate(variants):
                 scenario = base.replace(
@@ -289,28 +324,28 @@ def measure(
                 ranks = kind_ranks(scenario)
                 figures: dict[str, Figure] = {}
                 for b in range(max_blocks):
-                    folder = root / f"{name}-{v}-{b}"
-                    run_rank(scenario.replace(seed=scenario.seed + b), folder, backend, notes=False)
+                    run = blocks.run(scenario.replace(seed=scenario.seed + b), root / f"{name}-{v}-{b}", backend)
                     done, rounds = True, 0
-                    if rank == 0:
-                        times, gaps, exchanged = block_times(load_run(folder), ddp)
+                    if run is not None:
+                        times, gaps, exchanged = block_times(run, ddp)
                         out.gap.add(gaps)
                         for kind, values in times.items():
                             figures.setdefault(kind, Figure()).add(values)
                             rounds += len(values)
-                        done = bool(figures) and all(f.stable(tolerance) for f in figures.values())
-                    done, rounds = comm.bcast((done, rounds), root=0)
+                        stable = all(f.stable(tolerance) for f in figures.values())
+                        done = bool(figures) and stable and b + 1 >= blocks.least
+                    done, rounds = blocks.agree((done, rounds))
                     if done:
                         break
                     if rounds < block // 2 and scenario.iterations < MAX_ITERATIONS:  # rounds are rarer than calls
                         more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
                         scenario = scenario.replace(iterations=more)
-                if rank == 0:
+                if blocks.deciding:
                     if not all(f.stable(tolerance) for f in figures.values()):
                         out.unstable.append((name, exchanged))
                     for kind, figure in figures.items():
                         out.rounds[(name, kind, ranks.get(kind, P), exchanged)] = figure
-    return out if rank == 0 else None
+    return out if blocks.deciding else None
 
 
 def spread(samples: Sequence[float]) -> Spread:
@@ -385,7 +420,8 @@ def fits(rows: list[Row]) -> list[KindFit]:
 def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
     lines = [
-        f"collectives through the harness (--backend {m.backend}), blocks until the last {STABLE_BLOCKS} medians move "
+        f"collectives through the harness (--backend {m.backend}), blocks"
+        f"{' (each a launch of its own)' if m.launched else ''} until the last {STABLE_BLOCKS} medians move "
         f"< {tolerance:.0%} and the mean's standard error over the blocks is <= {tolerance:.0%}: mean ± standard "
         f"error, median [25th, 75th percentile] of single rounds"
     ]

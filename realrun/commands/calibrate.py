@@ -15,7 +15,9 @@ suffix, which the fragment names as ``network.table``; its update gap is the fra
 from __future__ import annotations
 
 import argparse
+import pickle
 import subprocess
+import tempfile
 import tomllib
 import traceback
 from functools import partial
@@ -26,9 +28,10 @@ from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import calibrate
 from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.launched import Launched
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
-from stragglerlab.simulator.scenario import load
+from stragglerlab.simulator.scenario import Scenario, load
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +94,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
     )
+    parser.add_argument("--measured", type=Path, help=argparse.SUPPRESS)  # --np's rounds timed in launched blocks
     output_arguments(parser, "replace the -o file (and its .csv table) if it exists")
 
 
@@ -156,30 +160,13 @@ def run(args: argparse.Namespace) -> int:
         for path in (args.output, table):
             if path:
                 check_new_file(path, args.force)
-        argv = [
-            "calibrate",
-            *([str(args.scenario)] if args.scenario else []),
-            *[x for kv in args.overrides for x in ("--set", kv)],
-            "--compute-iterations",
-            str(args.compute_iterations),
-            *(["-o", str(args.output)] if args.output else []),
-            *(["--force"] if args.force else []),
-            *(["--json"] if args.json else []),
-            *(
-                [
-                    "--collectives",
-                    f"--algorithms={','.join(names)}",
-                    f"--backend={args.backend}",
-                    *([f"--sizes={args.sizes}"] if args.sizes is not None else []),
-                    f"--tolerance={args.tolerance}",
-                    f"--max-blocks={args.max_blocks}",
-                    *(["--balanced"] if args.balanced else []),
-                ]
-                if args.collectives
-                else []
-            ),
-        ]
-        return subprocess.run(launch(args.np, argv)).returncode
+        with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
+            timed = None  # DDP's buckets, each block a launch of its own (realrun.launched), handed to the job
+            if args.collectives and roundtimes.ddp_rounds(args.backend, scenario.workload.model):
+                timed = Path(tmp) / "measured.pickle"
+                timed.write_bytes(pickle.dumps(measure(args, scenario, Launched(args.np), names, sizes)))
+            argv = calibrate_argv(args, names, timed)
+            return subprocess.run(launch(args.np, argv)).returncode
     from mpi4py import MPI
 
     if MPI.COMM_WORLD.Get_size() < 2:
@@ -196,16 +183,10 @@ def run(args: argparse.Namespace) -> int:
     extra = None
     try:
         if table is not None:
-            measured = roundtimes.measure(
-                scenario,
-                comm,
-                names,
-                sizes,
-                tolerance=args.tolerance,
-                max_blocks=args.max_blocks,
-                balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
-                backend=args.backend,
-            )
+            if args.measured is None:
+                measured = measure(args, scenario, roundtimes.InProcess(comm), names, sizes)
+            else:
+                measured = pickle.loads(args.measured.read_bytes()) if comm.Get_rank() == 0 else None
             if measured is not None:
                 extra = partial(roundtimes.extra, measured, table, comm.Get_size(), args.tolerance)
         text = calibrate(scenario, args.compute_iterations, extra)
@@ -219,3 +200,48 @@ def run(args: argparse.Namespace) -> int:
             write_text(args.output, text)
         report(text, args.output, args.json)
     return 0
+
+
+def measure(
+    args: argparse.Namespace, scenario: Scenario, blocks: roundtimes.Blocks, names: list[str], sizes: list[int]
+) -> roundtimes.Measurement | None:
+    """``--collectives``' round times in ``blocks``."""
+    return roundtimes.measure(
+        scenario,
+        blocks,
+        names,
+        sizes,
+        tolerance=args.tolerance,
+        max_blocks=args.max_blocks,
+        balanced=args.balanced or args.scenario is None,  # no scenario: no compute or imbalance to time under
+        backend=args.backend,
+    )
+
+
+def calibrate_argv(args: argparse.Namespace, names: list[str], measured: Path | None) -> list[str]:
+    """The command line every rank of ``--np``'s job runs: this one without ``--np``; ``measured``: the rounds
+    timed already, in blocks launched one by one."""
+    return [
+        "calibrate",
+        *([str(args.scenario)] if args.scenario else []),
+        *[x for kv in args.overrides for x in ("--set", kv)],
+        "--compute-iterations",
+        str(args.compute_iterations),
+        *(["-o", str(args.output)] if args.output else []),
+        *(["--force"] if args.force else []),
+        *(["--json"] if args.json else []),
+        *(
+            [
+                "--collectives",
+                f"--algorithms={','.join(names)}",
+                f"--backend={args.backend}",
+                *([f"--sizes={args.sizes}"] if args.sizes is not None else []),
+                f"--tolerance={args.tolerance}",
+                f"--max-blocks={args.max_blocks}",
+                *(["--balanced"] if args.balanced else []),
+            ]
+            if args.collectives
+            else []
+        ),
+        *(["--measured", str(measured)] if measured else []),
+    ]

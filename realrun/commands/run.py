@@ -75,14 +75,15 @@ def mpiexec() -> str:
     return found
 
 
-def launch(np_: int, argv: list[str]) -> list[str]:
-    """The mpiexec command running ``stragglerlab argv`` on ``np_`` ranks of this machine. With MPICH's hydra,
-    ranks are not killed when one exits, so the survivors' watchdogs can report which rank was lost."""
+def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli") -> list[str]:
+    """The mpiexec command running ``stragglerlab argv`` (``python -m module argv``) on ``np_`` ranks of this
+    machine. With MPICH's hydra, ranks are not killed when one exits, so the survivors' watchdogs can report which
+    rank was lost."""
     command = [mpiexec()]
     version = subprocess.run([command[0], "--version"], capture_output=True, text=True).stdout
     if "HYDRA" in version.upper():
         command.append("-disable-auto-cleanup")
-    return [*command, "-n", str(np_), sys.executable, "-m", "stragglerlab.cli", *argv]
+    return [*command, "-n", str(np_), sys.executable, "-m", module, *argv]
 
 
 def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:

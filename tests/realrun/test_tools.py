@@ -10,9 +10,11 @@ import sys
 
 import pytest
 
+from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
 from stragglerlab.realrun.commands import run as run_command
+from stragglerlab.realrun.launched import Launched
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import load
 from tests.helpers import scenario
@@ -317,6 +319,7 @@ def test_calibrate_collectives_times_ddps_buckets_of_a_torch_workload(tmp_path):
     argv = ["--collectives", "--backend", "torch", "--max-blocks", "3", *model, "-o", str(fragment)]
     proc = stragglerlab("calibrate", "--np", "2", *argv, timeout=140)
     assert proc.returncode == 0, proc.stderr
+    assert "blocks (each a launch of its own)" in proc.stdout  # as the runs it prices meet DDP's buckets
     # DDP makes 2 buckets of the perceptron's 27,688 bytes: the table holds the simulator's bucket, half of it, and
     # the whole gradient as one bucket, so that a simulation prices both
     rows = (tmp_path / "ddp.csv").read_text().splitlines()[1:]
@@ -345,3 +348,13 @@ def test_calibrate_on_one_rank_is_a_one_line_error(native_ready, tmp_path):
     proc = run_bounded(command, 50, environment(), tmp_path)
     assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.csv").exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_a_launched_calibration_block_that_fails_says_why_in_one_line(native_ready, tmp_path):
+    base = scenario(**{"algorithm.name": "wagma", "algorithm.group_size": 2, "cluster.workers": 2, "iterations": 4})
+    said = "a calibration block failed: --backend torch: wagma runs with --backend native"
+    with pytest.raises(UserError, match=said) as failed:
+        Launched(2).run(base, tmp_path / "block", "torch")
+    assert "\n" not in str(failed.value)

@@ -14,6 +14,7 @@ from stragglerlab.analysis.compare import ks_distance
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import TABLES, RunWriter, load_run
 from stragglerlab.realrun import roundtimes
+from stragglerlab.realrun.launched import Launched
 from stragglerlab.realrun.roundtimes import Figure, server_gamma, spread
 from stragglerlab.realrun.validate import (
     ROUND_WARNING,
@@ -287,12 +288,32 @@ def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_is_stable_and_
     monkeypatch.setattr(roundtimes, "load_run", lambda folder: folder)
     monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": next(rounds)}, np.zeros(3), 400))
     base = scenario(algorithm={"name": "sync"}, seed=7)
-    measured = roundtimes.measure(base, OneRank(), ["sync"], [400], max_blocks=8)
+    measured = roundtimes.measure(base, roundtimes.InProcess(OneRank()), ["sync"], [400], max_blocks=8)
     figure = measured.rounds[("sync", "sync", 2, 400)]
     assert seeds == list(range(7, 7 + blocks))  # each block its own seed, from the scenario's
     assert figure.medians == [1e-3] * blocks
     assert figure.stable(0.05) == stable and measured.unstable == ([] if stable else [("sync", 400)])
     assert figure.mean == pytest.approx(np.mean(np.concatenate([_block(x) for x in stalls[:blocks]])))
+
+
+def test_launched_blocks_take_at_least_eight_though_three_agree(monkeypatch):
+    class Blocks:  # each block as a launch of its own would be: this process decides alone
+        ranks, deciding, launched, least = 2, True, True, Launched.least
+
+        def __init__(self):
+            self.seeds = []
+
+        def run(self, scenario, folder, backend):
+            self.seeds.append(scenario.seed)
+            return folder
+
+        def agree(self, value):
+            return value
+
+    blocks = Blocks()
+    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": _block(0.0)}, np.zeros(3), 400))
+    measured = roundtimes.measure(scenario(algorithm={"name": "sync"}, seed=7), blocks, ["sync"], [400])
+    assert blocks.seeds == list(range(7, 15)) and measured.launched and measured.unstable == []
 
 
 def test_a_figures_standard_error_is_that_of_its_blocks_means():
