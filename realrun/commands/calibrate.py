@@ -10,13 +10,16 @@ same as a JSON object; an existing FILE is replaced only with ``--force``.
 harness, under the scenario's compute and imbalance (``--balanced``: back to back), through the native core or
 (``--backend torch``) ``torch.distributed``
 (:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of its
-suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``."""
+suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``. With
+``--np``, DDP's buckets (``--backend torch``, a torch workload) are timed in blocks each launched on its own, as runs
+are (:mod:`stragglerlab.realrun.launched`), and handed to the job that fits the rest."""
 
 from __future__ import annotations
 
 import argparse
 import pickle
 import subprocess
+import sys
 import tempfile
 import tomllib
 import traceback
@@ -164,6 +167,13 @@ def run(args: argparse.Namespace) -> int:
             timed = None  # DDP's buckets, each block a launch of its own (realrun.launched), handed to the job
             if args.collectives and roundtimes.ddp_rounds(args.backend, scenario.workload.model):
                 timed = Path(tmp) / "measured.pickle"
+                print(
+                    f"stragglerlab calibrate: timing DDP's buckets of {scenario.workload.model}, each block an "
+                    f"mpiexec -n {args.np} launch of its own "
+                    f"({min(Launched.least, args.max_blocks)} to {args.max_blocks} blocks a size)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 timed.write_bytes(pickle.dumps(measure(args, scenario, Launched(args.np), names, sizes)))
             argv = calibrate_argv(args, names, timed)
             return subprocess.run(launch(args.np, argv)).returncode

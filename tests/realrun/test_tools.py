@@ -320,6 +320,7 @@ def test_calibrate_collectives_times_ddps_buckets_of_a_torch_workload(tmp_path):
     proc = stragglerlab("calibrate", "--np", "2", *argv, timeout=140)
     assert proc.returncode == 0, proc.stderr
     assert "blocks (each a launch of its own)" in proc.stdout  # as the runs it prices meet DDP's buckets
+    assert "each block an mpiexec -n 2 launch of its own (3 to 3 blocks a size)" in proc.stderr
     # DDP makes 2 buckets of the perceptron's 27,688 bytes: the table holds the simulator's bucket, half of it, and
     # the whole gradient as one bucket, so that a simulation prices both
     rows = (tmp_path / "ddp.csv").read_text().splitlines()[1:]
