@@ -26,6 +26,7 @@ from typing import Any
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import Run, load_run
 from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.harness import run_rank
 from stragglerlab.simulator.scenario import Scenario, from_dict, to_dict
 
 
@@ -55,8 +56,6 @@ class Launched:
 def main(argv: list[str]) -> None:
     """The ranks' part of one :class:`Launched` block."""
     from mpi4py import MPI
-
-    from stragglerlab.realrun.harness import run_rank
 
     spec, folder, backend = argv
     try:
