@@ -10,9 +10,10 @@ a little slower than its later ones). Launched, each block starts as a run start
 (eight 24-iteration launches at 3 ranks put the bucket at 2.2–3.7 ms, 15 % apart in standard deviation), and the
 standard error of three blocks' means, on two degrees of freedom, is under 0.57 of its true value about one time in
 four: two 3-rank calibrations that stopped so after 3 blocks were 14 % under and 18 % over the runs after them. Eight
-blocks put the standard error at about 5 % of the mean. Here the process that launches
-decides (``deciding``), and ``agree`` is the identity. Run as a module, it is the ranks' part of one block:
-``SCENARIO.json FOLDER BACKEND``."""
+blocks put the standard error at about 5 % of the mean.
+
+Here the process that launches decides (``deciding``), and ``agree`` is the identity. Run as a module, it is the
+ranks' part of one block: ``SCENARIO.json FOLDER BACKEND``."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class Launched:
         command = launch(self.ranks, [str(spec), str(folder), backend], module=__name__)
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
-            said = _failure(folder).read_text() if _failure(folder).exists() else f"exit status {proc.returncode}"
+            failure = _failure(folder)
+            said = failure.read_text() if failure.exists() else f"exit status {proc.returncode}"
             raise UserError(f"a calibration block failed: {said}")
         return load_run(folder)
 

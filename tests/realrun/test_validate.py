@@ -297,23 +297,11 @@ def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_is_stable_and_
 
 
 def test_launched_blocks_take_at_least_eight_though_three_agree(monkeypatch):
-    class Blocks:  # each block as a launch of its own would be: this process decides alone
-        ranks, deciding, launched, least = 2, True, True, Launched.least
-
-        def __init__(self):
-            self.seeds = []
-
-        def run(self, scenario, folder, backend):
-            self.seeds.append(scenario.seed)
-            return folder
-
-        def agree(self, value):
-            return value
-
-    blocks = Blocks()
+    seeds = []
+    monkeypatch.setattr(Launched, "run", lambda self, s, folder, backend: seeds.append(s.seed) or folder)
     monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({"sync": _block(0.0)}, np.zeros(3), 400))
-    measured = roundtimes.measure(scenario(algorithm={"name": "sync"}, seed=7), blocks, ["sync"], [400])
-    assert blocks.seeds == list(range(7, 15)) and measured.launched and measured.unstable == []
+    measured = roundtimes.measure(scenario(algorithm={"name": "sync"}, seed=7), Launched(2), ["sync"], [400])
+    assert seeds == list(range(7, 15)) and measured.launched and measured.unstable == []
 
 
 def test_a_figures_standard_error_is_that_of_its_blocks_means():
