@@ -65,25 +65,26 @@ from __future__ import annotations
 import csv
 import math
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from stragglerlab.analysis.runfolder import Run, load_run
-from stragglerlab.realrun.calibration import fit_linear, lognormal_cv, quartile_sigma
+from stragglerlab.realrun.calibration import lognormal_cv, quartile_sigma
 from stragglerlab.realrun.harness import run_rank
+from stragglerlab.realrun.networkfit import record
 from stragglerlab.realrun.replica import is_torch
-from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.fast.rounds import bucketed_end
 from stragglerlab.simulator.imbalance import Spread
-from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, GOSSIP, SPREAD
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
-from stragglerlab.simulator.scenario import Scenario
+from stragglerlab.simulator.scenario import Scenario, to_dict
 
 #: default message sizes (bytes per rank), 4 kB … 4 MiB
 SIZES = (4096, 32768, 262144, 1048576, 4194304)
@@ -104,44 +105,11 @@ def ddp_rounds(backend: str, model: str) -> bool:
     return backend == "torch" and is_torch(model)
 
 
-class RecordingCosts:
-    """A cost model (the formulas of the scenario) that notes the (kind, ranks) of every exchange asked for."""
-
-    def __init__(self, scenario: Scenario):
-        self.formulas = NetworkModel.of(scenario)
-        self.ranks: dict[str, int] = {}
-
-    def collective(self, kind, nbytes, ranks):
-        p = ranks if isinstance(ranks, int) else len(ranks)
-        self.ranks.setdefault(kind, p)
-        return self.formulas.collective(kind, nbytes, ranks)
-
-    def concurrent(self, kind, nbytes, groups):
-        self.ranks[kind] = max(len(g) for g in groups)
-        return [self.formulas.collective(kind, nbytes, g) for g in groups]
-
-    def spread(self, kind, nbytes, ranks):
-        return self.formulas.spread(kind, nbytes, ranks)
-
-    def activation(self, p):
-        return self.formulas.activation(p)
-
-    def p2p(self, n, intra=False):
-        return self.formulas.p2p(n, intra)
-
-    def gossip(self, n, ranks, messages, intra=False):
-        self.ranks.setdefault(GOSSIP, ranks)
-        return self.formulas.gossip(n, ranks, messages, intra)
-
-    def describe(self, p, n):
-        return self.formulas.describe(p, n)
-
-
-def kind_ranks(scenario: Scenario) -> dict[str, int]:
-    """The rank count the simulator prices each round kind of ``scenario``'s algorithm at."""
-    costs = RecordingCosts(scenario)
-    algorithms.get(scenario.algorithm.name).rules(scenario, costs)
-    return costs.ranks
+def kind_ranks(scenario: Scenario) -> dict[tuple[str, int], int]:
+    """The rank count the simulator prices each round kind of ``scenario``'s algorithm at: (kind, i) -> ranks of the
+    i-th exchange of that kind its rules price (:meth:`~.networkfit.Recorded.ranks`; WAGMA's phase i prices the
+    group rounds whose ``group`` is i)."""
+    return record(scenario).ranks()
 
 
 @dataclass
@@ -191,13 +159,18 @@ def _within(last: list[float], tolerance: float) -> bool:
     return len(last) == STABLE_BLOCKS and min(last) > 0 and max(last) / min(last) - 1 < tolerance
 
 
-def block_times(run: Run, ddp: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
-    """Round times per kind (warm-up rounds dropped), the update gaps and the bytes of an exchange (a bucket's under
-    ``ddp``) of one run, a calibration's block (module doc) or any other."""
+def block_times(
+    run: Run, ddp: bool = False, ranks: dict[tuple[str, int], int] | None = None
+) -> tuple[dict[tuple[str, int], np.ndarray], np.ndarray, float]:
+    """Round times per (kind, ranks) (warm-up rounds dropped), the update gaps and the bytes of an exchange (a
+    bucket's under ``ddp``) of one run, a calibration's block (module doc) or any other. ``ranks``: what
+    :func:`kind_ranks` gives the run's scenario; a kind priced several times (WAGMA's phases) takes the ranks of the
+    exchange its round's ``group`` names. Without it, every round counts over all the run's workers."""
     it = run.iterations
     workload = run.meta["scenario"]["workload"]  # as the run resolved it: the model's size, DDP's buckets
+    P = run.meta["scenario"]["cluster"]["workers"]
     buckets = workload["buckets"] if ddp else 1
-    kinds = run.rounds.drop_duplicates("round").set_index("round")["kind"]  # gossip: a row per initiator
+    first = run.rounds.drop_duplicates("round").set_index("round")  # gossip: a row per initiator
     joined = it[it["fresh"] & (it["round"] >= WARMUP_ROUNDS)].sort_values("iteration").groupby(["round", "worker"])
     last = joined.tail(1)
     # a round whose every row carries one fresh call is many exchanges, one per initiator (ad-psgd): each counts
@@ -210,7 +183,14 @@ def block_times(run: Run, ddp: bool = False) -> tuple[dict[str, np.ndarray], np.
         backward = workload["backward"]
         rows = zip(least["t_start"], least["t_post"], wait, strict=True)
         wait = pd.Series([bucket_time(s, p, w, buckets, backward) for s, p, w in rows], index=least.index)
-    times = {str(kind): g.to_numpy() for kind, g in wait.groupby(kinds.reindex(wait.index).to_numpy())}
+    kinds = first["kind"].reindex(wait.index).to_numpy()
+    groups = first["group"].reindex(wait.index).to_numpy()
+    priced = ranks or {}
+    several = {k for k, i in priced if i > 0}
+    keys = [
+        (str(k), priced.get((str(k), int(g) if k in several else 0), P)) for k, g in zip(kinds, groups, strict=True)
+    ]
+    times = {key: wait.to_numpy()[[k == key for k in keys]] for key in dict.fromkeys(keys)}
     it = it.sort_values(["worker", "iteration"])
     gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
     exchanged = BYTES_PER_ELEMENT * workload["params"] / buckets  # the simulator's bucket size, exactly
@@ -240,7 +220,9 @@ def bucket_time(start: float, post: float, wait: float, buckets: int, backward: 
 
 @dataclass
 class Measurement:
-    """Everything measured: figures per (algorithm, kind, ranks, bytes), the update gap, stability."""
+    """Everything measured over ``ranks`` ranks: figures per (algorithm, kind, ranks, bytes), the update gap,
+    stability, and the scenario of each (algorithm, bytes)'s blocks (as ``meta.json`` stores one), which the network
+    fit prices again."""
 
     backend: str = "native"
     servers: int = 1  # shards of async-ps's and easgd's server
@@ -248,6 +230,8 @@ class Measurement:
     gap: Figure = field(default_factory=Figure)
     unstable: list[tuple[str, float]] = field(default_factory=list)
     launched: bool = False  # each block in processes of its own
+    ranks: int = 0
+    scenarios: dict[tuple[str, float], dict[str, Any]] = field(default_factory=dict)
 
 
 class Blocks(Protocol):
@@ -292,50 +276,51 @@ def measure(
     max_blocks: int = 10,
     balanced: bool = False,
     backend: str = "native",
+    progress: bool = True,
 ) -> Measurement | None:
     """Every algorithm of ``names`` at every size, in ``blocks`` (collective where they share processes), under
     ``base``'s compute and imbalance (or ``balanced``), through the real runs' ``backend``; with the torch backend
     and a torch workload, DDP's buckets of that workload and its whole gradient as one bucket instead of the sizes.
-    The measurement on the deciding process, None elsewhere."""
+    The measurement on the deciding process, None elsewhere; ``progress``: a progress bar of the blocks on its
+    standard error."""
     P = blocks.ranks
-    out = Measurement(backend, base.algorithm.servers, launched=blocks.launched)  # filled where blocks decide
+    out = Measurement(backend, base.algorithm.servers, launched=blocks.launched, ranks=P)  # where blocks decide
     ddp = ddp_rounds(backend, base.workload.model)
     variants: list[dict[str, Any]]
     if ddp:  # DDP's buckets of the model itself, and its whole gradient as one bucket (the table's two sizes)
         variants = [{"workload.buckets": b} for b in dict.fromkeys([base.workload.buckets, 1])]
     else:
         variants = [{"workload.model": "none", "workload.params": max(n // 4, 1), "workload.buckets": 1} for n in sizes]
-    with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
+    bar = tqdm(
+        total=len(names) * len(variants) * max_blocks,
+        desc=f"calibrate: rounds at {P} ranks",
+        unit="block",
+        disable=not (blocks.deciding and progress),
+        leave=False,
+    )
+    with bar, tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
         root = Path(blocks.agree(tmp if blocks.deciding else None))
         for name in names:
             for v, variant in enumerate(variants):
-                scenario = base.replace(
-                    **{
-                        "algorithm.name": name,
-                        "cluster.workers": P,
-                        "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
-                        "algorithm.group_size": min(base.algorithm.group_size, P),
-                        "iterations": block,
-                        **variant,
-                        **(BALANCED if balanced else {}),
-                        "workload.update": 0.0,
-                    }
-                )
+                scenario = block_scenario(base, name, P, block, {**variant, **(BALANCED if balanced else {})})
                 ranks = kind_ranks(scenario)
-                figures: dict[str, Figure] = {}
+                figures: dict[tuple[str, int], Figure] = {}
                 for b in range(max_blocks):
+                    bar.set_postfix_str(f"{name}, {variant.get('workload.params', 0) * 4 or 'DDP'} B", refresh=False)
                     run = blocks.run(scenario.replace(seed=scenario.seed + b), root / f"{name}-{v}-{b}", backend)
+                    bar.update()
                     done, rounds = True, 0
                     if run is not None:
-                        times, gaps, exchanged = block_times(run, ddp)
+                        times, gaps, exchanged = block_times(run, ddp, ranks)
                         out.gap.add(gaps)
-                        for kind, values in times.items():
-                            figures.setdefault(kind, Figure()).add(values)
+                        for key, values in times.items():
+                            figures.setdefault(key, Figure()).add(values)
                             rounds += len(values)
                         stable = all(f.stable(tolerance) for f in figures.values())
                         done = bool(figures) and stable and b + 1 >= blocks.least
                     done, rounds = blocks.agree((done, rounds))
                     if done:
+                        bar.update(max_blocks - b - 1)
                         break
                     if rounds < block // 2 and scenario.iterations < MAX_ITERATIONS:  # rounds are rarer than calls
                         more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
@@ -343,9 +328,26 @@ def measure(
                 if blocks.deciding:
                     if not all(f.stable(tolerance) for f in figures.values()):
                         out.unstable.append((name, exchanged))
-                    for kind, figure in figures.items():
-                        out.rounds[(name, kind, ranks.get(kind, P), exchanged)] = figure
+                    out.scenarios[(name, exchanged)] = to_dict(scenario)
+                    for (kind, ranks_), figure in figures.items():
+                        out.rounds[(name, kind, ranks_, exchanged)] = figure
     return out if blocks.deciding else None
+
+
+def block_scenario(base: Scenario, name: str, P: int, iterations: int, keys: dict[str, Any]) -> Scenario:
+    """The scenario of a calibration block of algorithm ``name`` over ``P`` ranks: ``base``'s, with ``keys`` (the
+    block's size or buckets, its load) and no update gap (the blocks measure it)."""
+    return base.replace(
+        **{
+            "algorithm.name": name,
+            "cluster.workers": P,
+            "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
+            "algorithm.group_size": min(base.algorithm.group_size, P),
+            "iterations": iterations,
+            **keys,
+            "workload.update": 0.0,
+        }
+    )
 
 
 def spread(samples: Sequence[float]) -> Spread:
@@ -373,16 +375,17 @@ def spread(samples: Sequence[float]) -> Spread:
     return Spread(cv, float(stalled.mean()), float((x[stalled].mean() - bulk.mean()) / x.mean()))
 
 
-def table_rows(m: Measurement, P: int) -> list[Row]:
+def table_rows(measured: Sequence[Measurement]) -> list[Row]:
     """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it and the spread
-    of their single rounds (:func:`spread`); the sync rounds once more as ``allreduce``, which serves a kind the table
-    has no rows of (at P ranks)."""
+    of their single rounds (:func:`spread`); the sync rounds over all of a measurement's ranks once more as
+    ``allreduce``, which serves a kind the table has no rows of at that rank count."""
     pooled: dict[tuple[str, int, float], list[float]] = {}
-    for (_, kind, ranks, nbytes), figure in m.rounds.items():
-        pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
+    for m in measured:
+        for (_, kind, ranks, nbytes), figure in m.rounds.items():
+            pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
     rows = [(*key, float(np.mean(v)), spread(v)) for key, v in sorted(pooled.items())]
-    rows += [(ANY_KIND, *row[1:]) for row in list(rows) if row[0] == "sync" and row[1] == P]
-    return rows
+    everyone = {m.ranks for m in measured}
+    return rows + [(ANY_KIND, *row[1:]) for row in rows if row[0] == "sync" and row[1] in everyone]
 
 
 def write_table(path: Path, rows: list[Row]) -> None:
@@ -395,32 +398,10 @@ def write_table(path: Path, rows: list[Row]) -> None:
         )
 
 
-@dataclass
-class KindFit:
-    kind: str
-    ranks: int
-    overhead: float
-    slope: float
-    residual: float
-
-
-def fits(rows: list[Row]) -> list[KindFit]:
-    """``seconds ≈ overhead + bytes × slope`` per (kind, ranks) with at least two sizes."""
-    out = []
-    for key in sorted({(k, r) for k, r, *_ in rows if k != ANY_KIND}):
-        sizes = np.array([b for k, r, b, *_ in rows if (k, r) == key], dtype=float)
-        t = np.array([s for k, r, _, s, *_ in rows if (k, r) == key])
-        if len(sizes) < 2:
-            continue
-        fit = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t)
-        out.append(KindFit(*key, float(fit.coef[0]), float(fit.coef[1]), fit.residual))
-    return out
-
-
-def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
-    """The fragment's comments: every figure with its spread, the fits (flagged over 20 %), instability."""
+def notes(m: Measurement, tolerance: float) -> list[str]:
+    """The fragment's comments on one measurement: every figure with its spread, the update gap, instability."""
     lines = [
-        f"collectives through the harness (--backend {m.backend}), blocks"
+        f"collectives over {m.ranks} ranks through the harness (--backend {m.backend}), blocks"
         f"{' (each a launch of its own)' if m.launched else ''} until the last {STABLE_BLOCKS} medians move "
         f"< {tolerance:.0%} and the mean's standard error over the blocks is <= {tolerance:.0%}: mean ± standard "
         f"error, median [25th, 75th percentile] of single rounds"
@@ -439,38 +420,16 @@ def notes(m: Measurement, found: list[KindFit], tolerance: float) -> list[str]:
     lines.append(
         f"update gap (round end to next compute): {m.gap.median * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"
     )
-    for f in found:
-        flag = "  FLAGGED: residual over 20 %, the line does not describe it" if f.residual > FLAG_RESIDUAL else ""
-        lines.append(
-            f"fit {f.kind} over {f.ranks} ranks: overhead {f.overhead * 1e3:.3f} ms per round + "
-            f"{f.slope:.3e} s/B (RMS relative residual {f.residual:.1%}){flag}"
-        )
-    lines += [f"UNSTABLE after the cap: {name} at {nbytes:.10g} B" for name, nbytes in m.unstable]
-    return lines
+    return lines + [f"UNSTABLE after the cap: {name} at {nbytes:.10g} B" for name, nbytes in m.unstable]
 
 
-def server_gamma(rows: list[Row], p2p: Callable[[float], float], servers: int) -> float | None:
+def server_gamma(rows: list[Row], model: NetworkModel, servers: int) -> float | None:
     """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
-    service and the reply, so the service is the round less two messages of the shard (``p2p``, the fitted message
-    time); the median over the sizes of service / shard, at least 0."""
-    found = [(t - 2 * p2p(b / servers)) / (b / servers) for kind, _, b, t, *_ in rows if kind == PUSH]
+    service and the reply, so the server's work beyond taking the push in and adding it is the round less what the
+    network model gives those (``model``, the fitted one); the median over the rows of that per byte, at least 0."""
+    found = [
+        (t - model.p2p(0.0) - model.serve(b / servers) - model.p2p(b / servers)) / (b / servers)
+        for kind, _, b, t, *_ in rows
+        if kind == PUSH
+    ]
     return max(float(np.median(found)), 0.0) if found else None
-
-
-def extra(
-    m: Measurement, table: Path, P: int, tolerance: float, p2p: Callable[[float], float]
-) -> tuple[list[str], dict[str, dict[str, str]]]:
-    """Write the cost table to ``table``; the comments and keys (network, workload, algorithm) it adds to the
-    fragment, given the fitted message time ``p2p``."""
-    rows = table_rows(m, P)
-    write_table(table, rows)
-    comments = notes(m, fits(rows), tolerance)
-    keys = {
-        "network": {"table": f'"{table.name}"', "overhead": "0.0"},
-        "workload": {"update": f"{np.mean(m.gap.samples):.6e}"},
-    }
-    gamma = server_gamma(rows, p2p, m.servers)
-    if gamma is not None:
-        comments.append(f"server: {gamma:.3e} s per pushed byte (a push round less its two messages; median of sizes)")
-        keys["algorithm"] = {"server_gamma": f"{gamma:.6e}"}
-    return comments, keys

@@ -1,12 +1,14 @@
-"""The cost seam: one object says what communication costs, and the engines, the convergence replay and real runs
-all receive it instead of building their own. ``cost_model(scenario)`` makes it from the scenario's ``[network]``:
-the formulas of :mod:`.network`, or, with ``network.table``, the measured times of :mod:`.measured`. Another model
-needs only the methods of :class:`CostModel`."""
+"""The cost seam: one object says what communication costs, and the engines, the convergence replay and real runs all
+receive it instead of building their own. ``cost_model(scenario)`` makes it from the scenario's ``[network]``: the
+network model of :mod:`.network` (messages on shared links), or, with ``network.table``, the measured times of
+:mod:`.measured` where they reach. Another model needs only the methods of :class:`CostModel`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.measured import MeasuredModel, read_table
@@ -40,12 +42,17 @@ class CostModel(Protocol):
         ...
 
     def p2p(self, n: float, intra: bool = False) -> float:
-        """One message of ``n`` bytes (between two ranks of one node when ``intra``)."""
+        """One message of ``n`` bytes alone on its links (between two ranks of one node when ``intra``)."""
         ...
 
-    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
-        """A gossip exchange between two of ``ranks`` ranks once both have posted: ``messages`` messages of ``n``
-        bytes, one after the other (d-psgd's and sgp's model, ad-psgd's request and reply)."""
+    def serve(self, n: float) -> float:
+        """A receiver taking in ``n`` bytes through its link and adding them (a server shard applying a push); its link
+        takes one such message at a time."""
+        ...
+
+    def gossip(self, n: float, src: np.ndarray, dst: np.ndarray, messages: int = 1) -> np.ndarray:
+        """The time of each pair's exchange (``src[i]`` → ``dst[i]``) when all of them travel at once, ``messages``
+        models of ``n`` bytes one after the other (d-psgd's and sgp's model, ad-psgd's request and reply)."""
         ...
 
     def describe(self, p: int, n: float) -> dict[str, float | str]:

@@ -3,8 +3,11 @@
 ``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds kind:
 ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no rows of
 its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated
-linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count; a rank count that was not
-measured, or a size outside the measured ones, is a one-line error. ``network.overhead`` is added as with the formulas.
+linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count: a measured exchange holds
+its whole software cost, so ``network.overhead`` is not added to it. A (kind, rank count) the table has no rows of
+(nor ``allreduce`` rows at that count), or a size outside the measured ones, is priced by the network model of
+``[network]`` (:mod:`.network`, the model ``stragglerlab calibrate --np`` fits to the same measurements), with a
+warning (:class:`Extrapolated`) saying so.
 Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0):
 ``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled exchange takes beyond the others'
 mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of mean T − stalls · stall. Between
@@ -13,16 +16,17 @@ log(bytes); each exchange then takes its time times a factor of mean 1 (:class:`
 drawn by :class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table has them at the
 run's rank count, are the whole time of one gossip exchange once the models it needs are posted (as the real harness
 meets it: far more than two messages of alpha and beta where a peer's communication thread serves the exchange), and
-replace the messages the formulas count; without them a gossip exchange is counted in messages. The activation token,
-the other point-to-point messages and the lower bound still come from ``[network]``'s alpha and beta, and so does the
-contention between concurrent rounds: a table measured through the real harness already holds the contention its
-measurements met.
+replace the messages the network model sends; without them a gossip exchange is the model's messages. The activation
+token, the other point-to-point messages, a server's service and the lower bound still come from ``[network]``, and
+so does the contention between concurrent rounds: a table measured through the real harness already holds the
+contention its measurements met.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,9 +81,13 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
     return table
 
 
+class Extrapolated(UserWarning):
+    """An exchange the measured table does not cover, priced by the network model instead."""
+
+
 @dataclass(frozen=True)
 class MeasuredModel:
-    """Exchange times from a measured table; everything else from the formulas of ``formulas``."""
+    """Exchange times from a measured table where it has them; the network model ``formulas`` elsewhere."""
 
     formulas: NetworkModel
     table: Table
@@ -89,11 +97,13 @@ class MeasuredModel:
         p = ranks if isinstance(ranks, int) else len(ranks)
         if p <= 1:
             return 0.0
-        return self._interpolated(self._key(kind, p), nbytes) + self.formulas.overhead
+        key = (kind, p) if (kind, p) in self.table else (ANY_KIND, p)
+        measured = self._interpolated(key, nbytes, kind)
+        return self.formulas.collective(kind, nbytes, ranks) if measured is None else measured
 
     def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
         """The rows' spread: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
-        ``allreduce`` ones; exact without such rows at the rank count (the exchange is then priced by the formulas)."""
+        ``allreduce`` ones; exact without such rows at the rank count (the exchange is then priced by the model)."""
         p = ranks if isinstance(ranks, int) else len(ranks)
         key = (kind, p) if (kind, p) in self.table or kind == GOSSIP else (ANY_KIND, p)
         if key not in self.table:
@@ -103,24 +113,27 @@ class MeasuredModel:
         cv, stalls, share = (float(np.interp(math.log(nbytes), np.log(sizes), column)) for column in spreads.T)
         return Spread(cv, stalls, share / stalls if stalls > 0 else 0.0)
 
-    def _key(self, kind: str, p: int) -> tuple[str, int]:
-        """The rows that price a round of ``kind`` over ``p`` ranks: its own, else the ``allreduce`` ones."""
-        key = (kind, p) if (kind, p) in self.table else (ANY_KIND, p)
+    def _interpolated(self, key: tuple[str, int], nbytes: float, kind: str) -> float | None:
+        """The table's time for ``nbytes`` in rows ``key``; None, with a warning, where it has none."""
+        kind, p = key[0] if key in self.table else kind, key[1]
         if key not in self.table:
-            counts = sorted({r for k, r in self.table if k in (kind, ANY_KIND)})
-            raise ScenarioError(
-                f"network.table = {self.name}: no {kind} rounds measured over {p} ranks (measured: "
-                f"{', '.join(map(str, counts)) or 'none of this kind'})"
+            measured = sorted({r for k, r in self.table if k in (kind, ANY_KIND)})
+            where = f"measured over {', '.join(map(str, measured))} ranks" if measured else "not measured"
+            warnings.warn(
+                f"network.table = {self.name}: no {kind} rounds over {p} ranks ({where}): priced by the network model",
+                Extrapolated,
+                stacklevel=3,
             )
-        return key
-
-    def _interpolated(self, key: tuple[str, int], nbytes: float) -> float:
+            return None
         sizes, seconds, _ = self.table[key]
         if not sizes[0] <= nbytes <= sizes[-1]:
-            raise ScenarioError(
-                f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {key[0]} "
-                f"rounds measured over {key[1]} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes)"
+            warnings.warn(
+                f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {kind} rounds measured over "
+                f"{p} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes): priced by the network model",
+                Extrapolated,
+                stacklevel=3,
             )
+            return None
         if len(sizes) == 1:
             return float(seconds[0])
         return float(math.exp(np.interp(math.log(nbytes), np.log(sizes), np.log(seconds))))
@@ -134,10 +147,18 @@ class MeasuredModel:
     def p2p(self, n: float, intra: bool = False) -> float:
         return self.formulas.p2p(n, intra)
 
-    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
-        if (GOSSIP, ranks) in self.table:
-            return self._interpolated((GOSSIP, ranks), n)
-        return self.formulas.gossip(n, ranks, messages, intra)
+    def serve(self, n: float) -> float:
+        return self.formulas.serve(n)
+
+    def gossip(self, n: float, src: np.ndarray, dst: np.ndarray, messages: int = 1) -> np.ndarray:
+        """The measured exchange for every pair where the table has gossip rows at this rank count, else the
+        model's messages."""
+        p = 1 + int(max(np.max(src), np.max(dst))) if len(src) else 0
+        if (GOSSIP, p) in self.table:
+            measured = self._interpolated((GOSSIP, p), n, GOSSIP)
+            if measured is not None:
+                return np.full(len(src), measured)
+        return self.formulas.gossip(n, src, dst, messages)
 
     def describe(self, p: int, n: float) -> dict[str, float | str]:
         return {**self.formulas.describe(p, n), "table": self.name}

@@ -1,39 +1,55 @@
-"""The network and collective cost formulas: the first implementation of the cost seam (:class:`~.costs.CostModel`).
+"""The network model: the first implementation of the cost seam (:class:`~.costs.CostModel`). Every exchange is the
+messages it sends (:mod:`.schedules`), and each step of them takes as long as its slowest message on links that
+concurrent messages share (:mod:`.links`).
 
-Point to point: ``alpha + n·beta`` (intra-node links: ``intra_alpha``, ``intra_beta``). Every round's data exchange is
-an allreduce of the message over the ranks that take part, whatever its kind, plus the per-round software cost
-``network.overhead``. The allreduce algorithms at any rank count p, with p' = 2^⌊log2 p⌋:
+The physical parameters, all from ``[network]``: ``alpha``/``beta`` (latency and seconds per byte between nodes,
+each node's injection and ejection link shared by its ranks), ``intra_alpha``/``intra_beta`` (inside a node, each
+rank's own copy bandwidth), ``fabric_beta`` (the fabric's aggregate bandwidth, shared by every message between
+nodes; 0: never the bottleneck), ``message_overhead`` (LogGP's o: a rank's messages of one step leave one o after
+another), ``gamma`` (seconds per byte a rank adds into its vector), and ``overhead`` (software cost of every round,
+added to its exchange). A step's time is the latest arrival of its messages, each followed by its receiver's
+addition where it reduces.
+
+The allreduce algorithms (``network.allreduce``): ring, recursive doubling, Rabenseifner, tree, native (what the
+native core does at each size), or ``auto``: whichever of the first four is fastest for the exchange's bytes and
+ranks (a perfectly tuned MPI). Ranks that share nodes reduce in two levels (:func:`.schedules.allreduce`).
+
+**Where no two messages meet on a link** (one rank per node, no fabric limit, no message overhead), each step of a
+ring, recursive doubling, Rabenseifner or tree costs alpha + n·beta (+ n·gamma where it reduces), so that with p
+ranks and p' = 2^⌊log2 p⌋:
 
 - ring: 2(p−1)·alpha + 2(p−1)/p·n·beta + (p−1)/p·n·gamma;
-- recursive doubling: ⌈log2 p⌉·(alpha + n·beta + n·gamma) when p is a power of two; otherwise the ranks beyond p'
-  fold into partners first and get the result back at the end (MPICH's way, and the native core's):
-  (⌊log2 p⌋ + 2)·(alpha + n·beta) + (⌊log2 p⌋ + 1)·n·gamma;
-- Rabenseifner: 2⌈log2 p⌉·alpha + 2(p−1)/p·n·beta + (p−1)/p·n·gamma for a power of two; otherwise the fold around a
-  reduce-scatter and allgather among p': (2⌊log2 p⌋ + 2)·alpha + (2(p'−1)/p' + 2)·n·beta + ((p'−1)/p' + 1)·n·gamma;
-- tree (binomial reduce, then broadcast): 2⌈log2 p⌉·(alpha + n·beta) + ⌈log2 p⌉·n·gamma;
-- ``auto``: whichever of the four is fastest for the exchange's bytes and ranks (a perfectly tuned MPI).
+- recursive doubling: ⌈log2 p⌉·(alpha + n·beta + n·gamma) for a power of two, else
+  (⌊log2 p⌋ + 2)·(alpha + n·beta) + (⌊log2 p⌋ + 1)·n·gamma (the fold and unfold);
+- Rabenseifner: 2⌈log2 p⌉·alpha + 2(p−1)/p·n·beta + (p−1)/p·n·gamma for a power of two, else
+  (2⌊log2 p⌋ + 2)·alpha + (2(p'−1)/p' + 2)·n·beta + ((p'−1)/p' + 1)·n·gamma;
+- tree: 2⌈log2 p⌉·(alpha + n·beta) + ⌈log2 p⌉·n·gamma;
+- the activation token: ⌈log2 p⌉·alpha.
 
-Ranks that share nodes (``workers_per_node`` > 1) reduce in two levels, as NCCL and MPICH do: a ring reduce-scatter
-inside each node over the intra links, the chosen algorithm across the nodes on n/k bytes per rank, a ring
-allgather inside each node; k is the most ranks the set has on one node. A set inside one node uses the chosen
-algorithm over the intra links. Collectives that run at the same time and cross node boundaries (WAGMA's groups of
-one phase) share each node's inter-node link: with c of them on a node, each gets 1/c of its bandwidth, so a
-collective's inter-node beta is c·beta, c the largest count over the nodes it touches.
+Where messages meet (several ranks of a node sending off it at once, a rank sending to several neighbours, WAGMA's
+groups on shared nodes, a fabric of limited bandwidth) they share the bandwidth, and the model departs from these
+forms on purpose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from stragglerlab.simulator import schedules
 from stragglerlab.simulator.imbalance import Spread
+from stragglerlab.simulator.links import Links
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
 BYTES_PER_ELEMENT = 4  # float32
-ALGORITHMS = ("ring", "recursive-doubling", "rabenseifner", "tree")
+#: the algorithms ``auto`` chooses from: those of a tuned MPI
+TUNED = ("ring", "recursive-doubling", "rabenseifner", "tree")
 Ranks = Sequence[int] | int
 
 
@@ -47,122 +63,106 @@ def log2floor(p: int) -> int:
     return p.bit_length() - 1
 
 
-def flat_allreduce(algorithm: str, p: int, n: float, alpha: float, beta: float, gamma: float) -> float:
-    """Time of one allreduce of ``n`` bytes over ``p`` ranks on uniform links (module docstring)."""
-    if p <= 1:
-        return 0.0
-    lg, power = log2floor(p), p & (p - 1) == 0
-    if algorithm == "ring":
-        return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-    if algorithm == "recursive-doubling":
-        if power:
-            return lg * (alpha + n * beta + n * gamma)
-        return (lg + 2) * (alpha + n * beta) + (lg + 1) * n * gamma
-    if algorithm == "rabenseifner":
-        if power:
-            return 2 * lg * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-        q = 1 << lg
-        return (2 * lg + 2) * alpha + (2 * (q - 1) / q + 2) * n * beta + ((q - 1) / q + 1) * n * gamma
-    if algorithm == "tree":
-        return 2 * log2ceil(p) * (alpha + n * beta) + log2ceil(p) * n * gamma
-    raise ValueError(f"unknown allreduce algorithm {algorithm!r}")
+def members(ranks: Ranks) -> tuple[int, ...]:
+    """The ranks of a set given as a list, or as a count meaning ranks 0 .. count − 1."""
+    return tuple(range(ranks)) if isinstance(ranks, int) else tuple(int(r) for r in ranks)
 
 
 @dataclass(frozen=True)
 class NetworkModel:
-    """Costs in seconds of the operations the algorithms use, for one scenario."""
+    """Seconds that the operations of the algorithms take, for one scenario's network (module doc)."""
 
-    alpha: float
-    beta: float
+    links: Links
     gamma: float
-    allreduce_algorithm: str  # one of ALGORITHMS, or "auto"
-    intra_alpha: float
-    intra_beta: float
-    workers_per_node: int
+    allreduce_algorithm: str  # one of schedules.ALLREDUCES, or "auto"
     overhead: float = 0.0  # seconds of software cost per round
 
     @classmethod
     def of(cls, scenario: Scenario) -> NetworkModel:
         net = scenario.network
-        return cls(
+        links = Links(
             net.alpha,
             net.beta,
-            net.gamma,
-            net.allreduce,
             net.alpha if net.intra_alpha is None else net.intra_alpha,
             net.beta if net.intra_beta is None else net.intra_beta,
             scenario.cluster.workers_per_node,
-            net.overhead,
+            net.message_overhead,
+            net.fabric_beta,
         )
+        return cls(links, net.gamma, net.allreduce, net.overhead)
 
     def collective(self, kind: str, nbytes: float, ranks: Ranks) -> float:
         """A round's data exchange: an allreduce of ``nbytes`` over ``ranks``, of every ``kind``, plus the overhead."""
         return self.allreduce(ranks, nbytes) + self.overhead
 
     def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
-        """The formulas give every exchange exactly its time: no spread."""
+        """The model gives every exchange exactly its time: no spread."""
         return Spread()
 
     def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
-        """The data exchanges of collectives that run at the same time, one per group, sharing the inter-node links
-        of the nodes they have members on."""
-        sharing: dict[int, int] = {}
-        crossing = [len(self._nodes(g)) > 1 for g in groups]
-        for group, crosses in zip(groups, crossing, strict=True):
-            for node in self._nodes(group) if crosses else ():
-                sharing[node] = sharing.get(node, 0) + 1
-        return [
-            self.allreduce(group, nbytes, max(sharing[node] for node in self._nodes(group)) if crosses else 1)
-            + self.overhead
-            for group, crosses in zip(groups, crossing, strict=True)
-        ]
+        """The data exchanges of collectives that run at the same time, one per group: their messages sent together,
+        step by step, sharing the links they meet on."""
+        world = 1 + max(max(g) for g in groups)
+        merged = schedules.merge([self._schedule(members(g), nbytes, world) for g in groups])
+        return [float(t) + self.overhead for t in self.time(merged, len(groups))]
 
     def p2p(self, n: float, intra: bool = False) -> float:
-        """One message of ``n`` bytes: alpha + n·beta (intra-node links when ``intra``)."""
-        return (self.intra_alpha + n * self.intra_beta) if intra else (self.alpha + n * self.beta)
+        """One message of ``n`` bytes alone on its links: o + alpha + n·beta (intra-node links when ``intra``)."""
+        links = self.links
+        return links.o + ((links.intra_alpha + n * links.intra_beta) if intra else (links.alpha + n * links.beta))
 
-    def gossip(self, n: float, ranks: int, messages: int, intra: bool = False) -> float:
-        """A gossip exchange: ``messages`` point-to-point messages of ``n`` bytes."""
-        return messages * self.p2p(n, intra)
+    def serve(self, n: float) -> float:
+        """A receiver taking in ``n`` bytes through its node's link and adding them into its own (a server shard
+        applying a push): n·(beta + gamma). Its link takes one such message at a time, so concurrent ones queue."""
+        return n * (self.links.beta + self.gamma)
+
+    def gossip(self, n: float, src: np.ndarray, dst: np.ndarray, messages: int = 1) -> np.ndarray:
+        """The time of each pair's exchange when every listed message of ``n`` bytes (``src[i]`` → ``dst[i]``)
+        travels at once, sharing links, and each pair exchanges ``messages`` of them one after the other."""
+        return messages * self.links.arrivals(src, dst, np.full(len(src), float(n)))
 
     def activation(self, p: int) -> float:
-        """The activation token's binomial-tree broadcast over ``p`` ranks: ⌈log2 p⌉·alpha."""
-        return log2ceil(p) * self.alpha
+        """The activation token's binomial-tree broadcast over ``p`` ranks."""
+        return float(self.time(schedules.activation(tuple(range(p))))[0])
 
-    def _nodes(self, ranks: Sequence[int]) -> dict[int, int]:
-        """Ranks of the set on each node it touches."""
-        per_node: dict[int, int] = {}
-        for r in ranks:
-            per_node[r // self.workers_per_node] = per_node.get(r // self.workers_per_node, 0) + 1
-        return per_node
-
-    def allreduce(self, ranks: Ranks, n: float, sharing: int = 1, algorithm: str | None = None) -> float:
+    def allreduce(self, ranks: Ranks, n: float, algorithm: str | None = None) -> float:
         """Allreduce of ``n`` bytes over ``ranks`` (a list, or a count meaning ranks 0..count-1), in two levels when
-        they share nodes; ``sharing`` collectives share its inter-node links; ``algorithm``: this one rather than the
-        scenario's."""
+        they share nodes; ``algorithm``: this one rather than the scenario's."""
         algorithm = algorithm or self.allreduce_algorithm
         if algorithm == "auto":
-            return min(self.allreduce(ranks, n, sharing, a) for a in ALGORITHMS)
-        per_node = self._nodes(range(ranks) if isinstance(ranks, int) else ranks)
-        nodes, k = len(per_node), max(per_node.values())
-        if nodes == 1:
-            return flat_allreduce(algorithm, k, n, self.intra_alpha, self.intra_beta, self.gamma)
-        across = flat_allreduce(algorithm, nodes, n / k, self.alpha, sharing * self.beta, self.gamma)
-        inside = 2 * (k - 1) * self.intra_alpha + (k - 1) / k * n * (2 * self.intra_beta + self.gamma)
-        return across + inside
+            return min(self.allreduce(ranks, n, a) for a in TUNED)
+        return _allreduce_time(self, algorithm, members(ranks), float(n))
+
+    def _schedule(self, group: tuple[int, ...], n: float, world: int) -> schedules.Schedule:
+        algorithm = self.chosen(group, n)
+        return schedules.allreduce(algorithm, group, float(n), self.links.per_node, world)
+
+    def time(self, schedule: schedules.Schedule, owners: int = 1) -> np.ndarray:
+        """Seconds each owner's exchange of a (merged) schedule takes: the sum over its steps of its latest message's
+        arrival, plus the receiver's addition where it reduces."""
+        total = np.zeros(owners)
+        for s in schedule:
+            end = self.links.arrivals(s.src, s.dst, s.nbytes) + self.gamma * s.nbytes * s.reduce
+            latest = np.zeros(owners)
+            np.maximum.at(latest, s.owner, end)
+            total += s.repeat * latest
+        return total
 
     def chosen(self, ranks: Ranks, n: float) -> str:
         """The allreduce algorithm an exchange of ``n`` bytes over ``ranks`` uses (``auto``: the fastest)."""
         if self.allreduce_algorithm != "auto":
             return self.allreduce_algorithm
-        return min(ALGORITHMS, key=lambda a: self.allreduce(ranks, n, algorithm=a))
+        return min(TUNED, key=lambda a: self.allreduce(ranks, n, algorithm=a))
 
     def lower_bound(self, ranks: Ranks, n: float) -> float:
         """⌈log2 p⌉·alpha + 2(p−1)/p·n·beta over the links the set uses (intra-node for a set inside one node): no
         allreduce of ``n`` bytes over ``ranks`` is faster."""
-        per_node = self._nodes(range(ranks) if isinstance(ranks, int) else ranks)
-        p = sum(per_node.values())
-        alpha, beta = (self.intra_alpha, self.intra_beta) if len(per_node) == 1 else (self.alpha, self.beta)
+        group = members(ranks)
+        p, links = len(group), self.links
+        if p <= 1:
+            return 0.0
+        inside = len({r // links.per_node for r in group}) == 1
+        alpha, beta = (links.intra_alpha, links.intra_beta) if inside else (links.alpha, links.beta)
         return log2ceil(p) * alpha + 2 * (p - 1) / p * n * beta
 
     def describe(self, p: int, n: float) -> dict[str, float | str]:
@@ -176,6 +176,15 @@ class NetworkModel:
             "lower_bound": self.lower_bound(p, n),
             "overhead": self.overhead,
         }
+
+
+@lru_cache(maxsize=4096)
+def _allreduce_time(model: NetworkModel, algorithm: str, group: tuple[int, ...], n: float) -> float:
+    """An allreduce's time, once per (model, algorithm, ranks, bytes): the engines ask for the same ones often."""
+    if len(group) < 2:
+        return 0.0
+    world = 1 + max(group)
+    return float(model.time(schedules.allreduce(algorithm, group, n, model.links.per_node, world))[0])
 
 
 def message_bytes(scenario: Scenario) -> int:

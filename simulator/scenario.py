@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stragglerlab.simulator import algorithms, network
+from stragglerlab.simulator import algorithms, schedules
 from stragglerlab.simulator.imbalance import read_trace
 from stragglerlab.simulator.keys import (
     ANY_STR,
@@ -35,7 +35,7 @@ from stragglerlab.simulator.keys import (
 from stragglerlab.simulator.measured import read_table
 
 ALGORITHMS = algorithms.names()
-ALLREDUCE = (*network.ALGORITHMS, "auto")
+ALLREDUCE = (*schedules.ALLREDUCES, "auto")
 DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
 IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
@@ -91,6 +91,8 @@ class Network:
     intra_alpha: float | None = key(None, NONNEG)  # None: same as alpha
     intra_beta: float | None = key(None, NONNEG)  # None: same as beta
     overhead: float = key(0.0, NONNEG)  # seconds of software cost of every round
+    message_overhead: float = key(0.0, NONNEG)  # LogGP's o: seconds of software cost of every message
+    fabric_beta: float = key(0.0, NONNEG)  # seconds per byte of the fabric's aggregate bandwidth; 0: unlimited
     table: Path | None = key(None, Check(str, lambda v: bool(v), "a .csv file of measured rounds", path=True))
 
 

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from stragglerlab import __version__
 from stragglerlab.analysis.errors import UserError
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = argparse.ArgumentParser(prog=f"stragglerlab {name}", description=COMMANDS[name][1])
     module.configure(sub)
     args = sub.parse_args(argv[1:])
+    warnings.showwarning = lambda message, *_, **__: print(f"stragglerlab {name}: warning: {message}", file=sys.stderr)
     try:
         return int(module.run(args) or 0)
     except UserError as err:

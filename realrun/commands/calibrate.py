@@ -1,18 +1,20 @@
 """``stragglerlab calibrate``: fit the network model and time the workload on this machine (or allocation); write
 a scenario fragment (``[network]`` and ``workload.compute``) that ``stragglerlab simulate`` accepts as is.
 
-Run it under ``mpiexec -n P`` / ``srun`` like ``stragglerlab run``, or with ``--np P`` on one machine (P ≥ 2).
-The optional scenario names the workload to time and the allreduce algorithm to fit (default: timing only, ring).
-With ``-o FILE`` it prints what it measured (the fragment's comments) and where it wrote it, or with ``--json`` the
-same as a JSON object; an existing FILE is replaced only with ``--force``.
+Run it under ``mpiexec -n P`` / ``srun`` like ``stragglerlab run``, or with ``--np P`` on one machine (P ≥ 2), or
+``--np 2,3`` for several rank counts, each a launch of its own, all fitted at once (:mod:`..fragment`). The optional
+scenario names the workload to time and the allreduce algorithm to fit (default: timing only, ring). With ``-o
+FILE`` it prints what it measured (the fragment's comments) and where it wrote it, or with ``--json`` the same as a
+JSON object; an existing FILE is replaced only with ``--force``.
 
 ``--collectives`` (needs ``-o FILE``) also measures the round times of every kind real runs use through the real
 harness, under the scenario's compute and imbalance (``--balanced``: back to back), through the native core or
-(``--backend torch``) ``torch.distributed``
-(:mod:`stragglerlab.realrun.roundtimes`) and writes them as the cost table ``FILE`` with ``.csv`` in place of its
-suffix, which the fragment names as ``network.table``; its update gap is the fragment's ``workload.update``. With
-``--np``, DDP's buckets (``--backend torch``, a torch workload) are timed in blocks each launched on its own, as runs
-are (:mod:`stragglerlab.realrun.launched`), and handed to the job that fits the rest."""
+(``--backend torch``) ``torch.distributed`` (:mod:`stragglerlab.realrun.roundtimes`), with a progress bar, and
+writes them as the cost table ``FILE`` with ``.csv`` in place of its suffix, which the fragment names as
+``network.table``; its update gap is the fragment's ``workload.update``. With ``--np``, DDP's buckets (``--backend
+torch``, a torch workload) are timed in blocks each launched on its own, as runs are
+(:mod:`stragglerlab.realrun.launched`). Each job hands what it measured to the launching process (a hidden
+``--dump FILE``), which fits and writes."""
 
 from __future__ import annotations
 
@@ -23,14 +25,14 @@ import sys
 import tempfile
 import tomllib
 import traceback
-from functools import partial
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
-from stragglerlab.realrun.calibration import calibrate
+from stragglerlab.realrun.calibration import measure_job
 from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.fragment import fragment
 from stragglerlab.realrun.launched import Launched
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
@@ -47,7 +49,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a scenario key, e.g. --set workload.model=torch:cnn (repeatable)",
     )
-    parser.add_argument("--np", type=int, metavar="P", help="start mpiexec -n P on this machine (P >= 2)")
+    parser.add_argument(
+        "--np",
+        metavar="P[,P...]",
+        help="start mpiexec -n P on this machine (P >= 2); several counts: a launch each, fitted together",
+    )
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the fragment here (default: print it)")
     parser.add_argument(
         "--compute-iterations",
@@ -97,7 +103,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
     )
-    parser.add_argument("--measured", type=Path, help=argparse.SUPPRESS)  # --np's rounds timed in launched blocks
+    parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)  # --np's jobs: what they measured, pickled
     output_arguments(parser, "replace the -o file (and its .csv table) if it exists")
 
 
@@ -147,6 +153,17 @@ def collectives_options(args: argparse.Namespace, model: str) -> tuple[list[str]
     return names, sizes
 
 
+def rank_counts(text: str) -> list[int]:
+    """``--np``'s rank counts, each at least 2 (one-line errors)."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"--np {text}: not a rank count or a list of them (2 or 2,3)") from None
+    if not counts or min(counts) < 2:
+        raise UserError(f"--np {text}: calibration needs at least 2 ranks")
+    return sorted(set(counts))
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = (
         load(args.scenario, args.overrides)
@@ -158,58 +175,69 @@ def run(args: argparse.Namespace) -> int:
     names, sizes = collectives_options(args, scenario.workload.model) if args.collectives else ([], [])
     table = args.output.with_suffix(".csv") if args.collectives else None
     if args.np is not None:
-        if args.np < 2:
-            raise UserError(f"--np {args.np}: calibration needs at least 2 ranks")
+        counts = rank_counts(args.np)
         for path in (args.output, table):
             if path:
                 check_new_file(path, args.force)
+        ddp = args.collectives and roundtimes.ddp_rounds(args.backend, scenario.workload.model)
+        jobs = []
         with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
-            timed = None  # DDP's buckets, each block a launch of its own (realrun.launched), handed to the job
-            if args.collectives and roundtimes.ddp_rounds(args.backend, scenario.workload.model):
-                timed = Path(tmp) / "measured.pickle"
-                print(
-                    f"stragglerlab calibrate: timing DDP's buckets of {scenario.workload.model}, each block an "
-                    f"mpiexec -n {args.np} launch of its own "
-                    f"({min(Launched.least, args.max_blocks)} to {args.max_blocks} blocks a size)",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                timed.write_bytes(pickle.dumps(measure(args, scenario, Launched(args.np), names, sizes)))
-            argv = calibrate_argv(args, names, timed)
-            return subprocess.run(launch(args.np, argv)).returncode
+            for P in counts:
+                rounds = None  # DDP's buckets, each block a launch of its own (realrun.launched)
+                if ddp:
+                    print(
+                        f"stragglerlab calibrate: timing DDP's buckets of {scenario.workload.model}, each block an "
+                        f"mpiexec -n {P} launch of its own "
+                        f"({min(Launched.least, args.max_blocks)} to {args.max_blocks} blocks a size)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    rounds = measure(args, scenario, Launched(P), names, sizes)
+                dump = Path(tmp) / f"{P}.pickle"
+                code = subprocess.run(launch(P, calibrate_argv(args, [] if ddp else names, dump))).returncode
+                if code != 0:
+                    return code  # the job said why
+                job = pickle.loads(dump.read_bytes())
+                job.rounds = rounds or job.rounds
+                jobs.append(job)
+        finish(args, fragment(scenario, jobs, table, args.tolerance))
+        return 0
     from mpi4py import MPI
 
-    if MPI.COMM_WORLD.Get_size() < 2:
-        raise UserError("calibration needs at least 2 ranks: run it under mpiexec -n P or with --np P")
     comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        raise UserError("calibration needs at least 2 ranks: run it under mpiexec -n P or with --np P")
     try:
-        for path in (args.output, table):
+        for path in (args.output, table) if args.dump is None else ():
             if path:
                 check_new_file(path, args.force)
     except UserError:  # every rank sees the same files; rank 0 says it
         if comm.Get_rank() == 0:
             raise
         return 2
-    extra = None
     try:
-        if table is not None:
-            if args.measured is None:
-                measured = measure(args, scenario, roundtimes.InProcess(comm), names, sizes)
-            else:
-                measured = pickle.loads(args.measured.read_bytes()) if comm.Get_rank() == 0 else None
-            if measured is not None:
-                extra = partial(roundtimes.extra, measured, table, comm.Get_size(), args.tolerance)
-        text = calibrate(scenario, args.compute_iterations, extra)
+        rounds = measure(args, scenario, roundtimes.InProcess(comm), names, sizes) if names else None
+        job = measure_job(scenario, comm, args.compute_iterations)
     except UserError:  # raised alike on every rank
         raise
     except Exception:  # a failure on one rank would leave the others waiting in their next collective
         traceback.print_exc()
         comm.Abort(1)
-    if text is not None:
-        if args.output:
-            write_text(args.output, text)
-        report(text, args.output, args.json)
+    if job is None:
+        return 0
+    job.rounds = rounds
+    if args.dump is not None:
+        args.dump.write_bytes(pickle.dumps(job))
+    else:
+        finish(args, fragment(scenario, [job], table, args.tolerance))
     return 0
+
+
+def finish(args: argparse.Namespace, text: str) -> None:
+    """Write the fragment where ``-o`` says, and report it."""
+    if args.output:
+        write_text(args.output, text)
+    report(text, args.output, args.json)
 
 
 def measure(
@@ -228,21 +256,20 @@ def measure(
     )
 
 
-def calibrate_argv(args: argparse.Namespace, names: list[str], measured: Path | None) -> list[str]:
-    """The command line every rank of ``--np``'s job runs: this one without ``--np``; ``measured``: the rounds
-    timed already, in blocks launched one by one."""
+def calibrate_argv(args: argparse.Namespace, names: list[str], dump: Path) -> list[str]:
+    """The command line every rank of one of ``--np``'s jobs runs: this one without ``--np``, timing the rounds of
+    ``names`` (none: DDP's are timed in launched blocks), handing what it measured to ``dump``."""
     return [
         "calibrate",
         *([str(args.scenario)] if args.scenario else []),
         *[x for kv in args.overrides for x in ("--set", kv)],
         "--compute-iterations",
         str(args.compute_iterations),
-        *(["-o", str(args.output)] if args.output else []),
-        *(["--force"] if args.force else []),
-        *(["--json"] if args.json else []),
         *(
             [
                 "--collectives",
+                "-o",
+                str(args.output),
                 f"--algorithms={','.join(names)}",
                 f"--backend={args.backend}",
                 *([f"--sizes={args.sizes}"] if args.sizes is not None else []),
@@ -250,8 +277,9 @@ def calibrate_argv(args: argparse.Namespace, names: list[str], measured: Path | 
                 f"--max-blocks={args.max_blocks}",
                 *(["--balanced"] if args.balanced else []),
             ]
-            if args.collectives
+            if names
             else []
         ),
-        *(["--measured", str(measured)] if measured else []),
+        "--dump",
+        str(dump),
     ]

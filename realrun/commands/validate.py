@@ -14,7 +14,7 @@ from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import read_calibration, repeats, round_warnings, validate
+from stragglerlab.realrun.validate import read_calibration, repeats, round_warnings, share_warnings, validate
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -24,6 +24,8 @@ SHOWN = {
     "mean err %": ("mean_iteration_error", True),
     "p95 err %": ("p95_iteration_error", True),
     "thru err %": ("throughput_error", True),
+    "round real [s]": ("round_time_real", False),
+    "round err %": ("round_time_error", True),
     "wait frac real": ("wait_fraction_real", False),
     "wait frac sim": ("wait_fraction_sim", False),
     "KS it": ("ks_iteration", False),
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])
     table.to_csv(args.output / "validation.csv", index=False)
     print(format_table(table))
-    for line in round_warnings(table):
+    for line in round_warnings(table) + share_warnings(table):
         print(f"stragglerlab validate: warning: {line}", file=sys.stderr)
     if args.repeat > 1:
         grouped = repeats(table, args.repeat, pairs)

@@ -1,10 +1,12 @@
 """AD-PSGD (Lian et al., ICML'18): asynchronous pairwise gossip.
 
 After each gradient, worker i averages its model with one neighbour j in ``algorithm.topology``, drawn uniformly by
-:func:`peer`, a pure function of (seed, i, n). Every worker has a communication thread that serves the exchanges
-other workers start with it, one at a time, first come first served (requests of one instant in worker order): the
-exchange starts at max(t_post(n, i), when j's thread is free) and takes two messages, t_done = start + 2·p2p(n); j
-itself computes on meanwhile. At the start w_i, w_j ← (w_i + w_j)/2, then i applies its gradient step (taken on the
+:func:`peer`, a pure function of (seed, i, n). Every worker has a communication thread that serves the exchanges other
+workers start with it, one at a time, first come first served (requests of one instant in worker order): the exchange
+starts at max(t_post(n, i), when j's thread is free) and takes two messages, t_done = start + 2·p2p(n); j itself
+computes on meanwhile. **(choice)** p2p(n) is a message's time when every worker sends one at once (to the next, i → i +
+1), as the workers' exchanges overlap when balanced: links they share (a node's, the fabric) are shared; inside a node
+or across, whichever the pair is. At the start w_i, w_j ← (w_i + w_j)/2, then i applies its gradient step (taken on the
 model it had when it started the iteration; exchanges it served meanwhile are in the model it steps).
 
 Rounds: one row per exchange (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the start (when j's
@@ -35,6 +37,7 @@ from stragglerlab.simulator.fast.engine import DONE, NEED_ROWS, OUT_FULL, return
 from stragglerlab.simulator.topology import neighbours
 
 if TYPE_CHECKING:
+    from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.fast.engine import FastEngine
 
 _ROWS_OUT = 1 << 18  # round rows handed over at a time (at least one batch's)
@@ -52,12 +55,29 @@ class AdPsgdRules(PeerCosts):
     """Each worker's neighbours, the peer of each exchange and what an exchange costs."""
 
     kind = KIND
-    messages = 2  # a request and its reply
 
     def __init__(self, scenario, costs):
         super().__init__(scenario, costs)
         self.topology = scenario.algorithm.topology
         self.neighbours = neighbours(self.topology, self.P)
+        self.link = self.exchanges(costs)
+
+    def exchanges(self, costs: CostModel) -> dict[bool, float]:
+        """An exchange's time, a request and its reply (module doc), between two ranks of one node (True) or of two
+        (False): that of the slowest such pair in a step where every worker sends to the next at once (a pair alone
+        where the step has none of that sort, and no exchange of that sort happens)."""
+        src = np.arange(self.P)
+        dst = (src + 1) % self.P
+        times = costs.gossip(self.nbytes, src, dst, messages=2)
+        inside = src // self.per_node == dst // self.per_node
+        return {
+            intra: float(times[inside == intra].max()) if (inside == intra).any() else 2 * costs.p2p(self.nbytes, intra)
+            for intra in (False, True)
+        }
+
+    def exchange_time(self, n: int, i: int, j: int) -> float:
+        """Worker ``i``'s exchange with ``j`` at iteration ``n``."""
+        return self.link[i // self.per_node == j // self.per_node] * self.factor(n, i)
 
     def peer(self, worker: int, n: int) -> int:
         return peer(self.seed, worker, n, self.neighbours[worker])

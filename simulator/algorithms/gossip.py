@@ -6,11 +6,12 @@ neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), 
 
     t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
 
-with ``p2p(i, j) = alpha + n·beta`` (the intra-node link when i and j share a node; a measured table's gossip
-exchange where it has one, :class:`PeerCosts`, each of its terms times worker i's factor of iteration n where the
-table gives the exchange a spread) and own(i) = max_j p2p(i, j) when i waits for its sends (0 otherwise). With equal
-links d-psgd's rule is max(t_post(n, i), max_j t_post(n, j)) + p2p. A worker without peers (one worker) is released at
-its post.
+with ``p2p(i, j)`` the time of the message j → i when every worker sends its models of that phase at once, sharing
+links (a rank sending to k neighbours shares its node's link among them, and each message leaves o after the one
+before: :meth:`~stragglerlab.simulator.costs.CostModel.gossip`; a measured table's gossip exchange where it has one),
+each term times worker i's factor of iteration n where the table gives the exchange a spread, and own(i) the latest
+arrival of i's own sends when i waits for them (0 otherwise). A worker without peers (one worker) is released at its
+post. **(choice)** Every exchange of a phase is priced as if all workers sent at once, as they do when balanced.
 
 Each exchange is one ``rounds`` row (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the latest post
 among i and its peers, ``t_done``, ``contributors`` = ``fresh`` = 1 + peers (everyone's iteration n), ``group`` the
@@ -50,10 +51,7 @@ TOPOLOGY = Key(
 
 
 class PeerCosts:
-    """The time of one exchange between two ranks once both have posted, from the cost model (intra-node links inside
-    a node): ``messages`` models one after the other, or the measured gossip exchange (:mod:`..measured`)."""
-
-    messages = 1
+    """What every gossip algorithm's exchanges share: sizes, budget, and how each worker's exchange varies."""
 
     def __init__(self, scenario: Scenario, costs: CostModel):
         self.P, self.N, self.seed = scenario.workers, scenario.iterations, scenario.seed
@@ -61,8 +59,7 @@ class PeerCosts:
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.budget = scenario.budget  # the time budget (infinity: none)
         self.per_node = scenario.cluster.workers_per_node
-        # by: both ends on one node
-        self.link = {intra: costs.gossip(self.nbytes, self.P, self.messages, intra) for intra in (False, True)}
+        self.costs = costs
         self.variation = costs.spread(KIND, self.nbytes, self.P)  # each worker's exchange varies by its own factor
         self.spread = ExchangeSpread(scenario)
 
@@ -73,10 +70,6 @@ class PeerCosts:
     def factors(self, n0: int, n1: int, out: np.ndarray) -> None:
         """The factors of every worker's exchange at iterations ``n0 .. n1-1`` into ``out``."""
         self.spread.block(self.variation, n0, n1, out)
-
-    def exchange_time(self, n: int, i: int, j: int) -> float:
-        """Worker ``i``'s exchange with ``j`` at iteration ``n``."""
-        return self.link[i // self.per_node == j // self.per_node] * self.factor(n, i)
 
 
 class GossipRules(PeerCosts):
@@ -91,7 +84,7 @@ class GossipRules(PeerCosts):
     def __init__(self, scenario: Scenario, costs: CostModel):
         super().__init__(scenario, costs)
         phases = self.phase_peers()
-        P, k = self.P, self.per_node
+        P = self.P
         self.phases = len(phases)
         self.indptr, self.r_indptr = np.zeros((2, self.phases, P + 1), dtype=np.int64)
         self.own = np.zeros((self.phases, P))
@@ -100,9 +93,9 @@ class GossipRules(PeerCosts):
         for s, (counts, peers) in enumerate(phases):
             self.indptr[s] = offset + np.concatenate([[0], np.cumsum(counts)])
             owner = np.repeat(np.arange(P), counts)
-            times = np.where(peers // k == owner // k, self.link[True], self.link[False])
+            times = costs.gossip(self.nbytes, peers, owner) if len(peers) else np.zeros(0)  # peer -> owner, all at once
             if self.waits_for_sends:
-                np.maximum.at(self.own[s], owner, times)
+                np.maximum.at(self.own[s], peers, times)
             order = np.argsort(peers, kind="stable")  # receivers of each worker, by rank
             self.r_indptr[s] = offset + np.searchsorted(peers[order], np.arange(P + 1))
             index.append(peers)

@@ -1,13 +1,16 @@
 """The parameter server that ``async-ps`` and ``easgd`` exchange with: its keys, its timing rule and the reference
 engine's process.
 
-The server is ``servers`` shards, each holding n/servers bytes of the n-byte model; every shard is alike, so one
-FIFO queue models them all. A worker's exchange sends its shard-sized pushes at its post: they arrive at
-``t_post + p2p(n/servers)``, are served one at a time in arrival order (pushes arriving at one instant in worker
-order), each for ``(n/servers)·server_gamma`` seconds, and the reply (the server's model) reaches the worker
-``p2p(n/servers)`` after its service ends: that is the worker's ``t_done``. Where the cost model gives push rounds a
-spread, a worker's push at iteration n, its service and its reply each take their time times that worker's factor of
-iteration n. Each service is one server update, one ``rounds`` row of kind ``push`` whose initiator is the worker.
+The server is ``servers`` shards, each holding n/servers bytes of the n-byte model, on a node of its own; every shard is
+alike, so one FIFO queue models them all. A worker's exchange sends its shard-sized pushes at its post: each reaches the
+shard one message latency later (``t_post + p2p(0)``: o + alpha), is served one at a time in arrival order (pushes
+arriving at one instant in worker order), each for as long as the shard's link takes its bytes in and the shard adds
+them (``serve(n/servers)``: n/servers·(beta + gamma)) plus ``(n/servers)·server_gamma`` seconds of any further work per
+byte (an optimizer heavier than one addition), and the reply (the server's model) reaches the worker ``p2p(n/servers)``
+after its service ends: that is the worker's ``t_done``. Alone, a push so takes two messages and the addition; P pushes
+at once queue on the shard's link, the last served after P times one. Where the cost model gives push rounds a spread, a
+worker's push at iteration n, its service and its reply each take their time times that worker's factor of iteration n.
+Each service is one server update, one ``rounds`` row of kind ``push`` whose initiator is the worker.
 
 Server updates are counted from 0: update k is ``round`` k of the iterations it carries, and a worker's model after
 update k's reply is ``model_version`` k + 1 (the server's model holds k + 1 updates then), so ``staleness`` is the
@@ -33,7 +36,10 @@ if TYPE_CHECKING:
 
 SERVERS = Key("servers", 1, POSITIVE_INT, "async-ps, easgd: shards of the parameter server (each n/servers bytes)")
 SERVER_GAMMA = Key(
-    "server_gamma", 0.0, NONNEG, "async-ps, easgd: seconds per byte a server shard takes to serve one push"
+    "server_gamma",
+    0.0,
+    NONNEG,
+    "async-ps, easgd: seconds per byte a server shard spends on a push beyond taking it in and adding it",
 )
 PUSH = "push"  # the rounds table's kind of a server update
 
@@ -46,8 +52,9 @@ class ServerRules:
         self.P, self.N = scenario.workers, scenario.iterations
         self.stride = stride
         self.shard = message_bytes(scenario) / a.servers  # bytes each message carries
-        self.t_push = costs.p2p(self.shard)  # a push's way to the server, and the reply's back
-        self.t_service = self.shard * a.server_gamma  # the server applying one push
+        self.t_push = costs.p2p(0.0)  # a push's latency to the server, whose link then takes its bytes in service
+        self.t_service = costs.serve(self.shard) + self.shard * a.server_gamma  # the server taking in one push
+        self.t_reply = costs.p2p(self.shard)  # the reply's way back
         self.variation = costs.spread(PUSH, message_bytes(scenario), self.P)  # each push varies by its worker's factor
         self.spread = ExchangeSpread(scenario)
         self.update = scenario.workload.update  # the optimizer step after each iteration
@@ -104,10 +111,10 @@ class ServerProcess:
                 carried.round, carried.fresh, carried.final = k, True, True
             self.local[i].clear()
             self.version[i] = k + 1
-            if replies and self.free + rules.t_push * f != t_reply:
+            if replies and self.free + rules.t_reply * f != t_reply:
                 self.engine.at(t_reply, partial(self.reply, replies))
                 replies = []
-            t_reply = self.free + rules.t_push * f
+            t_reply = self.free + rules.t_reply * f
             replies.append((k, call))
         self.engine.at(t_reply, partial(self.reply, replies))
 

@@ -210,7 +210,7 @@ def validated(
                     "ks_wait_repeats": apart,
                     "wait_fraction_real": trace["wait_fraction_real"],
                     "wait_fraction_sim": trace["wait_fraction_sim"],
-                    "median_round_error": trace["median_round_error"],
+                    "round_time_error": trace["round_time_error"],
                     "recalibrated": again[imbalance],
                 }
             )

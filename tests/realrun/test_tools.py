@@ -42,8 +42,9 @@ def test_calibrate_writes_a_fragment_that_simulate_accepts(native_ready, tmp_pat
     )
     assert proc.returncode == 0, proc.stderr
     text = fragment.read_text()
-    assert "ping-pong: alpha =" in text and "±" in text and "allreduce (ring, 2 ranks): gamma =" in text
-    assert "ping-pong: alpha =" in proc.stdout and f"fragment: {fragment}" in proc.stdout  # a summary, not a path
+    assert "ping-pong over 2 ranks: " in text and "network model fitted to every figure over 2 ranks" in text
+    assert "allreduce: RMS relative residual" in text and "burst: RMS relative residual" in text
+    assert "ping-pong over 2 ranks" in proc.stdout and f"fragment: {fragment}" in proc.stdout  # a summary, not a path
     again = ["calibrate", "--np", "2", "--compute-iterations", "2", "-o", str(fragment)]
     proc = stragglerlab(*again)
     assert proc.returncode == 2 and "exists; give --force" in proc.stderr and fragment.read_text() == text
@@ -54,6 +55,7 @@ def test_calibrate_writes_a_fragment_that_simulate_accepts(native_ready, tmp_pat
     assert fragment.read_text() != text
     scenario = load(fragment)
     assert scenario.network.alpha > 0 and scenario.network.beta > 0 and scenario.network.gamma >= 0
+    assert scenario.network.message_overhead >= 0 and scenario.network.allreduce == "ring"
     assert scenario.workload.compute.mean > 0
     proc = stragglerlab(
         "simulate", str(fragment), "--set", "iterations=5", "--set", "cluster.workers=4", "-o", str(tmp_path / "sim")
@@ -64,6 +66,10 @@ def test_calibrate_writes_a_fragment_that_simulate_accepts(native_ready, tmp_pat
 def test_calibrate_needs_two_ranks():
     proc = stragglerlab("calibrate", "--np", "1")
     assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
+    proc = stragglerlab("calibrate", "--np", "2,1")
+    assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
+    proc = stragglerlab("calibrate", "--np", "2,x")
+    assert proc.returncode == 2 and "not a rank count or a list of them" in proc.stderr
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -268,8 +274,9 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
         assert seconds > 0 and cv >= 0 and 0 <= stalls < 1 and 0 <= stalls * stall < seconds
     assert "update gap" in proc.stdout and "] (" in proc.stdout and "standard error over the blocks" in proc.stdout
     scenario = load(fragment)
-    assert scenario.network.table == table and scenario.network.overhead == 0 and scenario.workload.update >= 0
+    assert scenario.network.table == table and scenario.network.allreduce == "native" and scenario.workload.update >= 0
     assert "s per pushed byte" in proc.stdout and "server_gamma = " in fragment.read_text()  # from the push rounds
+    assert "gossip: RMS relative residual" in proc.stdout and "sync: RMS relative residual" in proc.stdout
     for algorithm in ("sync", "eager-solo", "wagma"):
         sim = tmp_path / f"sim-{algorithm}"
         proc = stragglerlab(
@@ -293,6 +300,24 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     fragment.unlink()  # the table alone is not replaced without --force either
     proc = stragglerlab(*argv)
     assert proc.returncode == 2 and "exists; give --force" in proc.stderr and not fragment.exists()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(150)
+def test_calibrate_at_two_rank_counts_fits_one_model_that_prices_a_third(native_ready, tmp_path):
+    fragment = tmp_path / "cal.toml"
+    argv = ["--collectives", "--balanced", "--algorithms", "sync,wagma", "--sizes", "4096", "--max-blocks", "3"]
+    proc = stragglerlab("calibrate", "--np", "2,3", *argv, "-o", str(fragment), timeout=140)
+    assert proc.returncode == 0, proc.stderr
+    assert "network model fitted to every figure over 2, 3 ranks at once" in proc.stdout
+    rows = (tmp_path / "cal.csv").read_text().splitlines()[1:]
+    kinds = {tuple(r.split(",")[:2]) for r in rows}
+    assert {("sync", "2"), ("sync", "3"), ("group", "2"), ("allreduce", "2"), ("allreduce", "3")} <= kinds
+    # a rank count the table has no rows of is priced by the fitted model, with a warning, not refused
+    sets = ["--set", "cluster.workers=4", "--set", "workload.params=1024", "--set", "iterations=3"]
+    proc = stragglerlab("simulate", str(fragment), *sets, "-o", str(tmp_path / "sim"))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: network.table = cal.csv: no sync rounds over 4 ranks (measured over 2, 3 ranks)" in proc.stderr
 
 
 @pytest.mark.mpi

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 from stragglerlab.analysis.runfolder import RunWriter, load_run
-from stragglerlab.realrun.calibration import compute_model, fit_linear, fit_network, partners
+from stragglerlab.realrun.calibration import compute_model, fit_linear, partners
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.parts import RankParts
 from stragglerlab.realrun.watchdog import Watchdog, _alive
 from stragglerlab.simulator.imbalance import ComputeTimes
-from stragglerlab.simulator.network import flat_allreduce
 from stragglerlab.simulator.scenario import load
 
 
@@ -118,15 +117,6 @@ def test_linear_fit_recovers_known_coefficients_with_small_errors():
     rng = np.random.default_rng(0)
     noisy = fit_linear(np.column_stack([np.ones_like(sizes), sizes]), t * (1 + 0.05 * rng.standard_normal(len(t))))
     assert noisy.coef[0] == pytest.approx(2e-6, rel=0.2) and (noisy.stderr > 0).all()
-
-
-def test_gamma_is_fitted_from_the_allreduce_model():
-    sizes = np.array([2.0**k for k in range(0, 23, 2)])
-    nbytes = 4.0 * np.maximum(sizes // 4, 1)
-    one_way = 3e-6 + sizes * 2e-10
-    allreduce = np.array([flat_allreduce("ring", 4, n, 3e-6, 2e-10, 5e-11) for n in nbytes])
-    fits = fit_network(one_way, allreduce, 4, "ring")
-    assert fits["gamma"].coef[0] == pytest.approx(5e-11, rel=1e-3) and fits["gamma"].residual < 1e-6
 
 
 def test_compute_model_and_ping_pong_partners():

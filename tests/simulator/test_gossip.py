@@ -59,14 +59,16 @@ def check(it, rounds, t_done, group, contributors):
 
 
 def dpsgd_expected(c, peers):
-    """t_done(n, i) = max(t_post(n, i), max_{j ∈ N(i)} t_post(n, j)) + p2p; t_start(n + 1) = t_done(n) + update."""
+    """t_done(n, i) = max(t_post(n, i), max_{j ∈ N(i)} t_post(n, j)) + alpha + k·n·beta, the k models a rank sends
+    and receives sharing its links; t_start(n + 1) = t_done(n) + update."""
     N, P = c.shape
     t_start, t_done = np.zeros(P), np.zeros((N, P))
     group = np.zeros((N, P), dtype=np.int64)
     for n in range(N):
         post = t_start + c[n]
         for i in range(P):
-            t_done[n, i] = max(post[i], max(post[j] for j in peers[i])) + P2P
+            shared = ALPHA + len(peers[i]) * 4 * PARAMS * BETA
+            t_done[n, i] = max(post[i], max(post[j] for j in peers[i])) + shared
             group[n, i] = max(peers[i], key=lambda j: (post[j], -j))  # the last to post, ties: the lowest rank
         t_start = t_done[n] + UPDATE
     return t_done, group
@@ -120,15 +122,15 @@ def test_topologies():
 def test_dpsgd_with_nodes_uses_the_intra_node_link(tmp_path):
     c = times(4)
     s = on_trace(tmp_path, "d-psgd", c, **{"cluster.workers_per_node": 2, "network.intra_alpha": 0.0})
-    intra = 4 * PARAMS * BETA
+    intra, across = 4 * PARAMS * BETA, ALPHA + 2 * 4 * PARAMS * BETA
     peers = ring(4)
     N, P = c.shape
     t_start, t_done = np.zeros(P), np.zeros((N, P))
     for n in range(N):
         post = t_start + c[n]
         for i in range(P):
-            # each link at its own speed: the send to and the receive from j both take that link's time
-            t_done[n, i] = max(max(post[i], post[j]) + (intra if i // 2 == j // 2 else P2P) for j in peers[i])
+            # inside a node each rank's own copy bandwidth; across, the two ranks of a node share its link
+            t_done[n, i] = max(max(post[i], post[j]) + (intra if i // 2 == j // 2 else across) for j in peers[i])
         t_start = t_done[n] + UPDATE
     for engine in ("reference", "fast"):
         it, _ = run_tables(s, engine)

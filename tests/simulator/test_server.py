@@ -1,7 +1,8 @@
-"""The parameter-server baselines (``async-ps``, ``easgd``) against their rule, re-derived here on trace compute
-times: a push arrives at t_post + p2p(n/s), is served in arrival order (ties: worker order) for (n/s)·gamma, and
-the reply reaches the worker p2p(n/s) after its service ends; easgd exchanges every period-th iteration only. Then
-the convergence replay: async-ps applies every gradient exactly once, easgd's elastic exchange on a hand case."""
+"""The parameter-server baselines (``async-ps``, ``easgd``) against their rule, re-derived here on trace compute times:
+a push arrives at t_post + alpha, is served in arrival order (ties: worker order) for its bytes through the server's
+link and (n/s)·server_gamma, and the reply reaches the worker p2p(n/s) after its service ends; easgd exchanges every
+period-th iteration only. Then the convergence replay: async-ps applies every gradient exactly once, easgd's elastic
+exchange on a hand case."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from tests.simulator.test_convergence import Probe
 
 ALPHA, PARAMS, SERVERS = 0.01, 1000, 2
 SHARD = PARAMS * 4 / SERVERS  # bytes per push (float32 elements over the shards)
-GAMMA = 0.1 / SHARD  # a service takes 0.1 s
-P2P, SERVICE = ALPHA + SHARD * 1e-6, 0.1  # beta = 1e-6 s/byte
+GAMMA = 0.1 / SHARD  # the server's own work on a push takes 0.1 s
+# beta = 1e-6 s/byte: a push's latency, its bytes through the server's link with that work, the reply
+LATENCY, SERVICE, P2P = ALPHA, SHARD * 1e-6 + 0.1, ALPHA + SHARD * 1e-6
 
 
 def server_scenario(tmp_path, compute: np.ndarray, name: str, **keys):
@@ -60,7 +62,7 @@ def expected(compute: np.ndarray, period: int = 1, update: float = 0.0):
             start[n, i], version[n, i] = t, current[i]
             post[n, i] = t + compute[n, i]
             if (n + 1) % period == 0:
-                heapq.heappush(arrivals, (post[n, i] + P2P, i, n))
+                heapq.heappush(arrivals, (post[n, i] + LATENCY, i, n))
                 return
             done[n, i] = post[n, i]
             local[i].append(n)
@@ -107,11 +109,11 @@ def test_async_ps_serves_pushes_in_arrival_order_ties_by_worker_and_queues_on_a_
     it, rounds = run_tables(s)
     check(it, rounds, compute)
     # by hand: worker 2 first; workers 0 and 1 arrive together (0 first); worker 2's second push (arriving at
-    # 1.07 + p2p) waits for the server, busy with worker 1's until 1.21 + p2p
+    # 1.07... + alpha) waits for the server, busy with worker 1's until 1.22... + alpha
     assert list(rounds["initiator"][:4]) == [2, 0, 1, 2]
     w2 = it[it.worker == 2]
-    assert w2.t_done.iloc[0] == pytest.approx(0.5 + 2 * P2P + SERVICE, abs=1e-12)
-    assert w2.t_done.iloc[1] == pytest.approx(1.0 + P2P + 3 * SERVICE + P2P, abs=1e-12)
+    assert w2.t_done.iloc[0] == pytest.approx(0.5 + LATENCY + SERVICE + P2P, abs=1e-12)
+    assert w2.t_done.iloc[1] == pytest.approx(1.0 + LATENCY + 3 * SERVICE + P2P, abs=1e-12)
     assert list(w2.model_version[:2]) == [0, 1] and list(w2["round"][:2]) == [0, 3]
     assert list(w2.staleness[:2]) == [0, 2]  # updates 1 and 2 (workers 0 and 1) came between
 

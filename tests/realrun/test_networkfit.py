@@ -1,0 +1,63 @@
+"""The network fit: one set of physical parameters fitted to figures of several kinds and rank counts at once recovers
+the parameters that made them; what the rules ask of the cost model is what it prices again."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stragglerlab.realrun.calibration import BURSTS, SIZES
+from stragglerlab.realrun.networkfit import PARAMETERS, Observation, fit, predict, record, with_params
+from stragglerlab.simulator.network import NetworkModel
+from tests.helpers import scenario
+
+PLANTED = {
+    "alpha": 4e-6,
+    "beta": 3e-10,
+    "message_overhead": 1.5e-6,
+    "gamma": 1.2e-10,
+    "fabric_beta": 2e-10,  # 1.5 links' worth: two ranks are not slowed by it, three are
+    "overhead": 4e-5,
+}
+
+
+def synthetic(truth: NetworkModel) -> list[Observation]:
+    """What a calibration at 2 and 3 ranks would measure if the network were ``truth``."""
+    out = []
+    for P in (2, 3):
+        for name in ("sync", "eager-solo", "wagma", "d-psgd"):
+            for n in (4096, 4194304):  # the native core's recursive doubling, and its ring
+                keys = {"cluster.workers": P, "algorithm.name": name, "algorithm.group_size": 2}
+                rules = record(scenario(**keys, **{"workload.params": n // 4, "network.allreduce": "native"}))
+                for (kind, _), ranks in rules.ranks().items():
+                    out.append(Observation(kind, ranks, n, 0.0, rules))
+    out += [Observation("p2p", 2, n, 0.0) for n in SIZES] + [Observation("burst", 2, k, 0.0) for k in BURSTS]
+    return [Observation(o.kind, o.ranks, o.nbytes, predict(truth, o), o.rules) for o in out]
+
+
+def test_the_fit_recovers_planted_parameters_from_every_kind_and_rank_count_at_once():
+    base = NetworkModel.of(scenario(**{"network.allreduce": "native"}))
+    observations = synthetic(with_params(base, PLANTED, None))
+    kinds = {o.kind for o in observations}
+    assert {"sync", "async", "group", "average", "gossip", "p2p", "burst"} <= kinds
+    start = {"alpha": 1e-5, "beta": 1e-9, "message_overhead": 1e-6, "gamma": 5e-10, "fabric_beta": 0.0, "overhead": 0}
+    found = fit(observations, base, None, start)
+    for name in PARAMETERS:
+        assert found.params[name] == pytest.approx(PLANTED[name], rel=0.02), name
+    assert found.residual() < 1e-6 and all(r < 1e-6 for r, _ in found.residuals.values())
+
+
+def test_recorded_rules_price_each_kind_as_the_simulator_does():
+    s = scenario(**{"cluster.workers": 8, "algorithm.name": "wagma", "algorithm.group_size": 4})
+    rules = record(s)
+    # the butterfly of 8 in groups of 4: groups of 4, then of 2; and the periodic global average over 8
+    assert rules.ranks() == {("average", 0): 8, ("group", 0): 4, ("group", 1): 2}
+    model = NetworkModel.of(s)
+    four = rules.figure(model, "group", 4)
+    assert four == pytest.approx(max(model.concurrent("group", 4 * s.workload.params, [[0, 1, 2, 3], [4, 5, 6, 7]])))
+    assert rules.figure(model, "gossip", 8) is None
+    g = record(scenario(**{"cluster.workers": 4, "algorithm.name": "d-psgd"}))
+    assert g.ranks() == {("gossip", 0): 4}
+    n = 4 * s.workload.params
+    each = NetworkModel.of(s).gossip(n, np.array([1, 3, 0, 2, 1, 3, 0, 2]), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
+    assert g.figure(NetworkModel.of(s), "gossip", 4) == pytest.approx(each.max())
