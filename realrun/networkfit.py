@@ -124,7 +124,8 @@ class Recorded:
 def record(scenario: Scenario) -> Recorded:
     """What ``scenario``'s algorithm asks the cost model for, under the scenario's own network."""
     recorded = Recorded(NetworkModel.of(scenario))
-    algorithms.get(scenario.algorithm.name).rules(scenario, recorded)
+    rules = algorithms.get(scenario.algorithm.name).rules(scenario, recorded)
+    getattr(rules, "global_times", None)  # round rules price their whole-world rounds when first asked
     return recorded
 
 

@@ -63,7 +63,6 @@ class RoundRules:
         self.update = scenario.workload.update  # the optimizer step after each iteration
         self.budget = scenario.budget  # the first round triggered at or after it is the last
         self.costs = costs
-        self._global = {kind: costs.collective(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
         self._spread = {kind: costs.spread(kind, self.nbytes, self.P) for kind in (self.sync_kind, self.async_kind)}
         self.spread = ExchangeSpread(scenario)
 
@@ -97,9 +96,20 @@ class RoundRules:
         """Each round's factor on its exchange time (all 1 where the cost model has no spread)."""
         return self.spread.rounds([self.variation(m) for m in range(self.total)])
 
+    @cached_property
+    def global_times(self) -> dict[str, float]:
+        """The exchange of a round over every worker, per kind its rounds take (priced when first asked, once the
+        subclass has said which rounds are synchronous, so a cost model is asked only for what the rounds use)."""
+        kinds = dict.fromkeys(self.kind(m) for m in range(min(self.total, 2 * self.sync_period + 2)))
+        return {kind: self.costs.collective(kind, self.nbytes, self.P) for kind in kinds if self.priced_globally(kind)}
+
+    def priced_globally(self, kind: str) -> bool:
+        """Whether rounds of ``kind`` exchange over every worker (as all do here)."""
+        return True
+
     def exchange_time(self, m: int) -> float:
         """Seconds of round ``m``'s data exchange."""
-        return self._global[self.kind(m)] * self.factors[m]
+        return self.global_times[self.kind(m)] * self.factors[m]
 
     def done(self, m: int, x: float, calls: list[Call]) -> float:
         """When round ``m`` completes, its exchange starting at ``x`` with ``calls`` (every worker's, for a

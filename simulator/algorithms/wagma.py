@@ -83,6 +83,9 @@ class WagmaRules(RoundRules):
         ]
         self._spread[self.async_kind] = costs.spread(self.async_kind, self.nbytes, min(S, self.P))
 
+    def priced_globally(self, kind: str) -> bool:
+        return kind != self.async_kind  # group rounds reduce in their groups (t_phase)
+
     def exchange_time(self, m: int) -> float:
         if self.synchronous(m):
             return super().exchange_time(m)

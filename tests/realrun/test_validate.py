@@ -319,6 +319,23 @@ def test_a_figures_standard_error_is_that_of_its_blocks_means():
     assert len(figure.blocks) == 3 and len(figure.medians) == 4
 
 
+@pytest.mark.parametrize(("P", "S", "sizes"), [(8, 4, {4, 2}), (3, 2, {2}), (6, 4, {4, 2})])
+def test_wagma_rounds_are_timed_per_group_size_and_validate_at_any_p_and_s(tmp_path, P, S, sizes):
+    # a butterfly of 8 in groups of 4 has groups of 4, then of 2; of 6 in groups of 4, groups of 4 and 2, then of 2
+    keys = {"algorithm.name": "wagma", "cluster.workers": P, "algorithm.group_size": S, "algorithm.sync_period": 0}
+    keys |= {"network.alpha": 1e-4, "network.beta": 1e-9, "workload.params": 25_000}
+    run = load_run(simulate(scenario(**keys, iterations=40), tmp_path / "sim"))
+    times, _, nbytes = roundtimes.block_times(run, ranks=roundtimes.kind_ranks(scenario(**keys)))
+    assert {ranks for kind, ranks in times} == sizes and {kind for kind, _ in times} == {"group"}
+    assert sum(len(t) for t in times.values()) == 40 - roundtimes.WARMUP_ROUNDS and nbytes == 100_000
+    real = as_real(run.path, tmp_path / "real")
+    rows = [f"group,{r},{nbytes // 2},1e-4\ngroup,{r},{2 * nbytes},1e-3\n" for r in sizes]
+    (tmp_path / "cal.csv").write_text("kind,ranks,bytes,seconds\n" + "".join(rows))
+    (tmp_path / "cal.toml").write_text('[network]\ntable = "cal.csv"\n')
+    table, _ = validate([real], tmp_path / "val", read_calibration(tmp_path / "cal.toml"))
+    assert len(table) == 1 and table.loc[0, "round_time_sim"] > 0  # every group size priced by the table
+
+
 def test_a_calibrations_server_cost_is_used(tmp_path):
     # a push round of 4 kB measured at 3 ms, two messages of 1 ms each and nothing to take in (beta = gamma = 0): the
     # server's cost is the rest, 0.25 us/B
