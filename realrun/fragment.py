@@ -27,7 +27,7 @@ import numpy as np
 
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import BURSTS, SIZES, JobMeasurement, compute_model, fit_linear
-from stragglerlab.realrun.networkfit import PARAMETERS, NetworkFit, Observation, fit, record
+from stragglerlab.realrun.networkfit import FITTED, PARAMETERS, NetworkFit, Observation, fit, record
 from stragglerlab.simulator.links import Links
 from stragglerlab.simulator.network import NetworkModel
 from stragglerlab.simulator.scenario import Scenario, from_dict
@@ -87,7 +87,8 @@ def start(jobs: Sequence[JobMeasurement]) -> dict[str, float]:
 def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | None, tolerance: float) -> str:
     """The fragment's text from every job's measurements (module doc); ``table``: where the measured rounds go (the
     jobs' rounds are then measured, with ``--collectives``)."""
-    found = fit(observations(scenario, jobs), *base_model(scenario, jobs), start(jobs))
+    figures = observations(scenario, jobs)
+    found = fit(figures, *base_model(scenario, jobs), start(jobs))
     ranks = sorted({j.ranks for j in jobs})
     hosts = sorted({h for j in jobs for h in j.hosts})
     lines = [
@@ -99,7 +100,8 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
         for prefix, one_way in job.one_way.items():
             alpha, beta = line(one_way)
             lines.append(f"# {prefix}ping-pong over {job.ranks} ranks: {alpha:.3e} s + {beta:.3e} s/B")
-    lines += [f"# {line_}" for line_ in fit_notes(found, ranks)]
+    unfitted = {o.kind for o in figures} - set(FITTED)
+    lines += [f"# {line_}" for line_ in fit_notes(found, ranks, unfitted)]
     net: dict[str, str] = {"allreduce": f'"{found.model.allreduce_algorithm}"'}
     net.update({name: f"{found.params[name]:.6e}" for name in PARAMETERS})
     if any(len(set(j.hosts)) > 1 for j in jobs):
@@ -129,7 +131,7 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
     return "\n".join(lines)
 
 
-def fit_notes(found: NetworkFit, ranks: list[int]) -> list[str]:
+def fit_notes(found: NetworkFit, ranks: list[int], unfitted: set[str]) -> list[str]:
     """The comments on the network fit: its parameters and each kind's residual."""
     p = found.params
     out = [
@@ -141,6 +143,8 @@ def fit_notes(found: NetworkFit, ranks: list[int]) -> list[str]:
     for kind, (residual, count) in sorted(found.residuals.items()):
         flag = "  FLAGGED: over 20 %, the model does not describe it" if residual > 0.2 else ""
         out.append(f"  {kind}: RMS relative residual {residual:.1%} over {count} figures{flag}")
+    if unfitted:
+        out.append(f"  not fitted (the table prices them): {', '.join(sorted(unfitted))}")
     return out
 
 

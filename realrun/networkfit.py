@@ -218,8 +218,7 @@ def fit(
     params = params_of(best.x)
     model = with_params(base, params, intra)
     errors: dict[str, list[float]] = {}
-    for o in observations:
-        if o.seconds > 0:
-            errors.setdefault(o.kind, []).append(predict(model, o) / o.seconds - 1)
+    for o in used:
+        errors.setdefault(o.kind, []).append(predict(model, o) / o.seconds - 1)
     residual = {k: (float(np.sqrt(np.nanmean(np.square(v)))), len(v)) for k, v in errors.items()}
     return NetworkFit(params, model, residual)

@@ -336,13 +336,15 @@ def measure(
 
 def block_scenario(base: Scenario, name: str, P: int, iterations: int, keys: dict[str, Any]) -> Scenario:
     """The scenario of a calibration block of algorithm ``name`` over ``P`` ranks: ``base``'s, with ``keys`` (the
-    block's size or buckets, its load) and no update gap (the blocks measure it)."""
+    block's size or buckets, its load) and no update gap (the blocks measure it); a group size or quorum beyond P is
+    P."""
     return base.replace(
         **{
             "algorithm.name": name,
             "cluster.workers": P,
             "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
             "algorithm.group_size": min(base.algorithm.group_size, P),
+            "algorithm.quorum": min(base.algorithm.quorum, P),
             "iterations": iterations,
             **keys,
             "workload.update": 0.0,

@@ -65,7 +65,7 @@ def log2floor(p: int) -> int:
 
 def members(ranks: Ranks) -> tuple[int, ...]:
     """The ranks of a set given as a list, or as a count meaning ranks 0 .. count − 1."""
-    return tuple(range(ranks)) if isinstance(ranks, int) else tuple(int(r) for r in ranks)
+    return tuple(range(ranks)) if isinstance(ranks, int) else tuple(map(int, ranks))
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,9 @@ class NetworkModel:
         """The data exchanges of collectives that run at the same time, one per group: their messages sent together,
         step by step, sharing the links they meet on."""
         world = 1 + max(max(g) for g in groups)
-        merged = schedules.merge([self._schedule(members(g), nbytes, world) for g in groups])
+        merged = schedules.concurrent(
+            [members(g) for g in groups], float(nbytes), self.links.per_node, world, lambda g: self.chosen(g, nbytes)
+        )
         return [float(t) + self.overhead for t in self.time(merged, len(groups))]
 
     def p2p(self, n: float, intra: bool = False) -> float:
@@ -132,10 +134,6 @@ class NetworkModel:
         if algorithm == "auto":
             return min(self.allreduce(ranks, n, a) for a in TUNED)
         return _allreduce_time(self, algorithm, members(ranks), float(n))
-
-    def _schedule(self, group: tuple[int, ...], n: float, world: int) -> schedules.Schedule:
-        algorithm = self.chosen(group, n)
-        return schedules.allreduce(algorithm, group, float(n), self.links.per_node, world)
 
     def time(self, schedule: schedules.Schedule, owners: int = 1) -> np.ndarray:
         """Seconds each owner's exchange of a (merged) schedule takes: the sum over its steps of its latest message's

@@ -23,8 +23,8 @@ time of a step is the cost model's business (:mod:`.links`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -51,14 +51,21 @@ class Step:
 
 
 Schedule = tuple[Step, ...]
-FIELDS = ("src", "dst", "nbytes", "reduce")  # what merging concatenates
+FIELDS = ("src", "dst", "nbytes", "reduce", "owner")  # what merging concatenates
 
 
-def step(pairs: Sequence[tuple[int, int]], nbytes: float, reduce: bool, repeat: int = 1) -> Step:
-    """One step of messages of ``nbytes`` between the (sender, receiver) ``pairs``."""
-    src, dst = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+def step(
+    members: np.ndarray, senders: np.ndarray, receivers: np.ndarray, nbytes: float, reduce: bool, repeat: int = 1
+) -> Step:
+    """One step: the members at positions ``senders`` send ``nbytes`` each to those at ``receivers``."""
+    k = len(senders)
     return Step(
-        src, dst, np.full(len(src), float(nbytes)), np.full(len(src), reduce), np.zeros(len(src), np.int64), repeat
+        members[senders],
+        members[receivers],
+        np.full(k, float(nbytes)),
+        np.full(k, reduce),
+        np.zeros(k, np.int64),
+        repeat,
     )
 
 
@@ -66,61 +73,59 @@ def ring(members: Sequence[int], n: float) -> Schedule:
     m = len(members)
     if m < 2:
         return ()
-    pairs = [(members[i], members[(i + 1) % m]) for i in range(m)]
-    return (step(pairs, n / m, True, m - 1), step(pairs, n / m, False, m - 1))
+    ranks, i = np.asarray(members, dtype=np.int64), np.arange(m)
+    return (step(ranks, i, (i + 1) % m, n / m, True, m - 1), step(ranks, i, (i + 1) % m, n / m, False, m - 1))
 
 
-def _fold(members: Sequence[int]) -> tuple[list[tuple[int, int]], list[int]]:
-    """The pairs (even, odd) of the first 2(m − m') members that fold, and the m' members that remain."""
-    m = len(members)
-    low = 1 << (m.bit_length() - 1)
-    folded = [(members[i], members[i + 1]) for i in range(0, 2 * (m - low), 2)]
-    return folded, [members[i] for i in range(m) if i >= 2 * (m - low) or i % 2 == 1]
+def _low(m: int) -> np.ndarray:
+    """Positions of the m' = 2^⌊log2 m⌋ members that remain after the fold: the odd ones of the first 2(m − m'), then
+    the rest."""
+    extra = m - (1 << (m.bit_length() - 1))
+    return np.r_[np.arange(1, 2 * extra, 2), np.arange(2 * extra, m)].astype(np.int64)
 
 
-def _around_fold(members: Sequence[int], n: float, inner: Schedule) -> Schedule:
-    folded, _ = _fold(members)
-    if not folded:
+def _around_fold(ranks: np.ndarray, n: float, inner: Schedule) -> Schedule:
+    """``inner`` among the m' members, with the first 2(m − m') folding in pairs before (the even one hands its vector
+    to the odd one) and getting the result back after."""
+    extra = len(ranks) - (1 << (len(ranks).bit_length() - 1))
+    if not extra:
         return inner
-    back = [(odd, even) for even, odd in folded]
-    return (step(folded, n, True), *inner, step(back, n, False))
+    even = np.arange(0, 2 * extra, 2)
+    return (step(ranks, even, even + 1, n, True), *inner, step(ranks, even + 1, even, n, False))
 
 
-def _exchange(members: Sequence[int], bit: int, nbytes: float, reduce: bool) -> Step:
-    """Members whose positions differ in ``bit`` exchange ``nbytes`` both ways."""
-    return step([(members[i], members[i ^ bit]) for i in range(len(members))], nbytes, reduce)
+def _exchange(ranks: np.ndarray, low: np.ndarray, bit: int, nbytes: float, reduce: bool) -> Step:
+    """The members at positions ``low`` whose indices among them differ in ``bit`` exchange ``nbytes`` both ways."""
+    i = np.arange(len(low))
+    return step(ranks, low[i], low[i ^ bit], nbytes, reduce)
 
 
 def recursive_doubling(members: Sequence[int], n: float) -> Schedule:
     if len(members) < 2:
         return ()
-    _, low = _fold(members)
-    inner = tuple(_exchange(low, 1 << k, n, True) for k in range(len(low).bit_length() - 1))
-    return _around_fold(members, n, inner)
+    ranks, low = np.asarray(members, dtype=np.int64), _low(len(members))
+    inner = tuple(_exchange(ranks, low, 1 << k, n, True) for k in range(len(low).bit_length() - 1))
+    return _around_fold(ranks, n, inner)
 
 
 def rabenseifner(members: Sequence[int], n: float) -> Schedule:
     if len(members) < 2:
         return ()
-    _, low = _fold(members)
+    ranks, low = np.asarray(members, dtype=np.int64), _low(len(members))
     rounds = len(low).bit_length() - 1
-    halving = tuple(_exchange(low, 1 << (rounds - k), n / 2**k, True) for k in range(1, rounds + 1))
-    doubling = tuple(_exchange(low, 1 << (rounds - k), n / 2**k, False) for k in range(rounds, 0, -1))
-    return _around_fold(members, n, halving + doubling)
+    halving = tuple(_exchange(ranks, low, 1 << (rounds - k), n / 2**k, True) for k in range(1, rounds + 1))
+    doubling = tuple(_exchange(ranks, low, 1 << (rounds - k), n / 2**k, False) for k in range(rounds, 0, -1))
+    return _around_fold(ranks, n, halving + doubling)
 
 
 def tree(members: Sequence[int], n: float) -> Schedule:
     m = len(members)
     if m < 2:
         return ()
-    levels = (m - 1).bit_length()
-    up = tuple(
-        step([(members[i], members[i - (1 << k)]) for i in range(m) if i % (2 << k) == 1 << k], n, True)
-        for k in range(levels)
-    )
+    ranks, levels = np.asarray(members, dtype=np.int64), (m - 1).bit_length()
+    up = tuple(step(ranks, (i := np.arange(1 << k, m, 2 << k)), i - (1 << k), n, True) for k in range(levels))
     down = tuple(
-        step([(members[i], members[i + (1 << k)]) for i in range(0, m, 2 << k) if i + (1 << k) < m], n, False)
-        for k in reversed(range(levels))
+        step(ranks, (i := np.arange(0, m - (1 << k), 2 << k)), i + (1 << k), n, False) for k in reversed(range(levels))
     )
     return up + down
 
@@ -135,8 +140,9 @@ def native(members: Sequence[int], n: float, world: int) -> Schedule:
 def activation(members: Sequence[int]) -> Schedule:
     """The activation token's binomial-tree broadcast from the first member."""
     m = len(members)
+    ranks = np.asarray(members, dtype=np.int64)
     return tuple(
-        step([(members[i], members[i + (1 << k)]) for i in range(1 << k) if i + (1 << k) < m], 0.0, False)
+        step(ranks, (i := np.arange(min(1 << k, m - (1 << k)))), i + (1 << k), 0.0, False)
         for k in range((m - 1).bit_length())
     )
 
@@ -163,25 +169,62 @@ def allreduce(algorithm: str, members: tuple[int, ...], n: float, per_node: int,
         return flat(algorithm, members, n, world)
     scatter, gather = merge([ring(v, n) for v in nodes.values()])
     rails = merge([flat(algorithm, [v[j] for v in nodes.values()], n / k, world) for j in range(k)])
-    return tuple(replace(s, owner=np.zeros_like(s.owner)) for s in (scatter, *rails, gather))  # one exchange
+    return (scatter, *rails, gather)
+
+
+def concurrent(
+    groups: Sequence[Sequence[int]], n: float, per_node: int, world: int, algorithm_of: Callable[[tuple[int, ...]], str]
+) -> Schedule:
+    """The allreduces of ``groups`` run at the same time, as one schedule whose messages each belong to the index of
+    their group. Groups laid over nodes alike (the same number of members on each node, in the same order) have the
+    same schedule up to their ranks, so it is built once for a canonical group of that layout and its algorithm
+    (``algorithm_of(canonical)``) and mapped onto all of them at once: 8,192 groups of 8 cost one schedule."""
+    alike: dict[tuple[int, ...], list[int]] = {}
+    for g, group in enumerate(groups):
+        first = group[0] // per_node
+        alike.setdefault(tuple(r // per_node - first for r in group), []).append(g)
+    parts = []
+    for layout, which in alike.items():
+        seen: dict[int, int] = {}
+        canonical = []
+        for node in layout:  # the same layout from rank 0: each member the next free slot of its node
+            canonical.append(node * per_node + seen.get(node, 0))
+            seen[node] = seen.get(node, 0) + 1
+        template = allreduce(algorithm_of(tuple(canonical)), tuple(canonical), n, per_node, world)
+        slot = {r: i for i, r in enumerate(canonical)}
+        ranks = np.array([groups[g] for g in which], dtype=np.int64)  # groups × members
+        owners = np.array(which, dtype=np.int64)
+        parts.append(
+            tuple(
+                Step(
+                    ranks[:, [slot[int(r)] for r in t.src]].ravel(),
+                    ranks[:, [slot[int(r)] for r in t.dst]].ravel(),
+                    np.tile(t.nbytes, len(which)),
+                    np.tile(t.reduce, len(which)),
+                    np.repeat(owners, len(t.src)),
+                    t.repeat,
+                )
+                for t in template
+            )
+        )
+    return merge(parts)
 
 
 def merge(schedules: Sequence[Schedule]) -> Schedule:
     """Schedules that run at the same time as one: their i-th steps (counting repeats) sent at once, each message
-    owned by the index of its schedule. Steps of equal repeat counts stay repeated."""
+    keeping its owner. Steps of equal repeat counts stay repeated."""
     out: list[Step] = []
-    queues = [[(s, s.repeat, i) for s in sched] for i, sched in enumerate(schedules) if sched]
+    queues = [[(s, s.repeat) for s in sched] for sched in schedules if sched]
     while queues:
         heads = [q[0] for q in queues]
-        times = min(left for _, left, _ in heads)
-        parts = [s for s, _, _ in heads]
-        src, dst, nbytes, reduce = (np.concatenate([getattr(s, f) for s in parts]) for f in FIELDS)
-        owner = np.concatenate([np.full(len(s.src), i, dtype=np.int64) for s, _, i in heads])
+        times = min(left for _, left in heads)
+        parts = [s for s, _ in heads]
+        src, dst, nbytes, reduce, owner = (np.concatenate([getattr(s, f) for s in parts]) for f in FIELDS)
         out.append(Step(src, dst, nbytes, reduce, owner, repeat=times))
         for q in queues:
-            s, left, i = q[0]
+            s, left = q[0]
             if left > times:
-                q[0] = (s, left - times, i)
+                q[0] = (s, left - times)
             else:
                 q.pop(0)
         queues = [q for q in queues if q]
