@@ -6,14 +6,14 @@ at another, and report how far the simulation is from them in mean iteration tim
                                                    [--iterations 240] [-o DIR]
 
 One ``stragglerlab calibrate --np 2,3 --collectives`` under the runs' own compute and imbalance (every algorithm
-below, at four sizes around the runs' message: one network model fitted to all of it, and the measured table), then
-one real run (``stragglerlab run --np P``, timing-only, ``params`` float32 exchanged, lognormal compute of mean
-``compute`` and cv 0.1, one rank ``delay`` late in each iteration) of each algorithm at each ``--predict`` count: sync,
-eager-solo, wagma (groups of 2), quorum (k = 3), d-psgd and async-ps; ``--also NAME:P`` adds one more (default: 3-rank
-wagma). Every run is validated trace-driven with the calibration: at a rank count the calibration did not measure,
-every exchange is priced by the fitted model alone. Prints one Markdown row per run: the real mean iteration time and
-round time (the runs are communication-heavy: their rounds take at least as long as their compute), the errors of
-both and the KS distance of the waits, and whether each meets its target (5 %, 10 %, 0.25); writes DIR/extrapolation.csv.
+below, at four sizes around the runs' message: one network model fitted to all of it, and the measured table), then one
+real run (``stragglerlab run --np P``, timing-only, ``params`` float32 exchanged, lognormal compute of mean ``compute``
+and cv 0.1, one rank ``delay`` late in each iteration) of each algorithm at each ``--predict`` count: sync, eager-solo,
+wagma (groups of 2), quorum (k = 3), d-psgd and async-ps; ``--also NAME:P`` adds one more (default: 3-rank wagma). Every
+run is validated trace-driven with the calibration: at a rank count the calibration did not measure, every exchange is
+priced by the fitted model alone. Prints one Markdown row per run: the real mean iteration time and round time (the runs
+are communication-heavy: their rounds take at least as long as their compute), the errors of both and the KS distance of
+the waits, and whether each meets its target (5 %, 10 %, 0.25); writes DIR/extrapolation.csv.
 """
 
 from __future__ import annotations
