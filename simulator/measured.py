@@ -103,12 +103,16 @@ class MeasuredModel:
 
     def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
         """The rows' spread: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
-        ``allreduce`` ones; exact without such rows at the rank count (the exchange is then priced by the model)."""
+        ``allreduce`` ones, at the rank count; where the table has none there, those of the nearest rank count it has
+        (**(choice)**: how single exchanges vary about their mean is the machine's, and the model prices the mean);
+        exact without any."""
         p = ranks if isinstance(ranks, int) else len(ranks)
-        key = (kind, p) if (kind, p) in self.table or kind == GOSSIP else (ANY_KIND, p)
-        if key not in self.table:
+        kinds = (kind,) if kind == GOSSIP else (kind, ANY_KIND)
+        counts = {r: k for k in reversed(kinds) for k_, r in self.table if k_ == k}  # a kind's own rows first
+        if not counts:
             return Spread()
-        sizes, _, spreads = self.table[key]
+        nearest = min(counts, key=lambda r: (abs(math.log(r / p)), -r))
+        sizes, _, spreads = self.table[(counts[nearest], nearest)]
         # the share of the mean in stalls is interpolated, not the stall itself, so that it stays below 1 between rows
         cv, stalls, share = (float(np.interp(math.log(nbytes), np.log(sizes), column)) for column in spreads.T)
         return Spread(cv, stalls, share / stalls if stalls > 0 else 0.0)

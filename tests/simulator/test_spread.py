@@ -146,4 +146,5 @@ def test_between_sizes_the_share_of_the_mean_in_stalls_is_interpolated_and_stays
     assert middle.cv == pytest.approx(0.3) and middle.stalls == pytest.approx(0.455)
     assert middle.stalls * middle.stall == pytest.approx((0.009 + 0.9) / 2)
     assert model.spread("sync", 1, 2) == Spread(0.2, 0.9, 0.01) and model.spread("sync", 100, 2).stall == 90
-    assert model.spread("async", 10, 2).exact and model.spread("sync", 10, 3).exact  # no rows of theirs: exact
+    assert model.spread("async", 10, 2).exact  # no rows of its kind (nor allreduce rows): exact
+    assert model.spread("sync", 10, 3) == middle  # a rank count without rows: the nearest one's spread
