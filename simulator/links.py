@@ -58,6 +58,8 @@ class Links:
         sent = np.empty(len(src), dtype=np.int64)
         sent[order] = np.arange(len(src)) - first + 1
         start = sent * self.o
+        if not nbytes.any():  # empty messages (activation tokens) share no bandwidth
+            return start + self.latency(intra)
         return self._finish(src, dst, nbytes, start, intra) + self.latency(intra)
 
     def _finish(
@@ -132,6 +134,6 @@ def max_min(links: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         tight = share <= least * (1 + _TIE)
         fixed = free & (used & tight[safe]).any(axis=1)
         rate[fixed] = least
-        np.subtract.at(left, links[fixed][used[fixed]], least)
+        left -= least * np.bincount(links[fixed][used[fixed]], minlength=len(capacity))
         free &= ~fixed
     return rate

@@ -104,7 +104,7 @@ class NetworkModel:
         step by step, sharing the links they meet on."""
         world = 1 + max(max(g) for g in groups)
         merged = schedules.concurrent(
-            [members(g) for g in groups], float(nbytes), self.links.per_node, world, lambda g: self.chosen(g, nbytes)
+            groups, float(nbytes), self.links.per_node, world, lambda g: self.chosen(g, nbytes)
         )
         return [float(t) + self.overhead for t in self.time(merged, len(groups))]
 
@@ -125,7 +125,7 @@ class NetworkModel:
 
     def activation(self, p: int) -> float:
         """The activation token's binomial-tree broadcast over ``p`` ranks."""
-        return float(self.time(schedules.activation(tuple(range(p))))[0])
+        return _activation_time(self, p)
 
     def allreduce(self, ranks: Ranks, n: float, algorithm: str | None = None) -> float:
         """Allreduce of ``n`` bytes over ``ranks`` (a list, or a count meaning ranks 0..count-1), in two levels when
@@ -183,6 +183,11 @@ def _allreduce_time(model: NetworkModel, algorithm: str, group: tuple[int, ...],
         return 0.0
     world = 1 + max(group)
     return float(model.time(schedules.allreduce(algorithm, group, n, model.links.per_node, world))[0])
+
+
+@lru_cache(maxsize=256)
+def _activation_time(model: NetworkModel, p: int) -> float:
+    return float(model.time(schedules.activation(tuple(range(p))))[0])
 
 
 def message_bytes(scenario: Scenario) -> int:

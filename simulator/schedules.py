@@ -160,12 +160,14 @@ def flat(algorithm: str, members: Sequence[int], n: float, world: int) -> Schedu
 def allreduce(algorithm: str, members: tuple[int, ...], n: float, per_node: int, world: int) -> Schedule:
     """An allreduce of ``n`` bytes over ``members``: in two levels where they are ``k`` > 1 to a node on several
     nodes, every node holding as many (as NCCL and MPICH reduce; the native core never does), else flat."""
+    if algorithm == "native" or per_node == 1:
+        return flat(algorithm, members, n, world)
     nodes: dict[int, list[int]] = {}
     for r in members:
         nodes.setdefault(r // per_node, []).append(r)
     counts = {len(v) for v in nodes.values()}
     k = counts.pop() if len(counts) == 1 else 0
-    if algorithm == "native" or len(nodes) == 1 or k < 2:
+    if len(nodes) == 1 or k < 2:
         return flat(algorithm, members, n, world)
     scatter, gather = merge([ring(v, n) for v in nodes.values()])
     rails = merge([flat(algorithm, [v[j] for v in nodes.values()], n / k, world) for j in range(k)])
@@ -179,34 +181,38 @@ def concurrent(
     their group. Groups laid over nodes alike (the same number of members on each node, in the same order) have the
     same schedule up to their ranks, so it is built once for a canonical group of that layout and its algorithm
     (``algorithm_of(canonical)``) and mapped onto all of them at once: 8,192 groups of 8 cost one schedule."""
-    alike: dict[tuple[int, ...], list[int]] = {}
-    for g, group in enumerate(groups):
-        first = group[0] // per_node
-        alike.setdefault(tuple(r // per_node - first for r in group), []).append(g)
     parts = []
-    for layout, which in alike.items():
-        seen: dict[int, int] = {}
-        canonical = []
-        for node in layout:  # the same layout from rank 0: each member the next free slot of its node
-            canonical.append(node * per_node + seen.get(node, 0))
-            seen[node] = seen.get(node, 0) + 1
-        template = allreduce(algorithm_of(tuple(canonical)), tuple(canonical), n, per_node, world)
-        slot = {r: i for i, r in enumerate(canonical)}
-        ranks = np.array([groups[g] for g in which], dtype=np.int64)  # groups × members
-        owners = np.array(which, dtype=np.int64)
-        parts.append(
-            tuple(
-                Step(
-                    ranks[:, [slot[int(r)] for r in t.src]].ravel(),
-                    ranks[:, [slot[int(r)] for r in t.dst]].ravel(),
-                    np.tile(t.nbytes, len(which)),
-                    np.tile(t.reduce, len(which)),
-                    np.repeat(owners, len(t.src)),
-                    t.repeat,
+    sizes: dict[int, list[int]] = {}
+    for g, group in enumerate(groups):
+        sizes.setdefault(len(group), []).append(g)
+    for size, indices in sizes.items():
+        ranks = np.array([groups[g] for g in indices], dtype=np.int64).reshape(len(indices), size)
+        nodes = ranks // per_node
+        layouts, which = np.unique(nodes - nodes[:, :1], axis=0, return_inverse=True)
+        for k, layout in enumerate(layouts):
+            alike = np.flatnonzero(which.ravel() == k)
+            seen: dict[int, int] = {}
+            canonical = []
+            for node in layout.tolist():  # the same layout from rank 0: each member the next free slot of its node
+                canonical.append(node * per_node + seen.get(node, 0))
+                seen[node] = seen.get(node, 0) + 1
+            template = allreduce(algorithm_of(tuple(canonical)), tuple(canonical), n, per_node, world)
+            slot = {r: i for i, r in enumerate(canonical)}
+            mapped = ranks[alike]  # these groups × members
+            owners = np.array(indices, dtype=np.int64)[alike]
+            parts.append(
+                tuple(
+                    Step(
+                        mapped[:, [slot[int(r)] for r in t.src]].ravel(),
+                        mapped[:, [slot[int(r)] for r in t.dst]].ravel(),
+                        np.tile(t.nbytes, len(alike)),
+                        np.tile(t.reduce, len(alike)),
+                        np.repeat(owners, len(t.src)),
+                        t.repeat,
+                    )
+                    for t in template
                 )
-                for t in template
             )
-        )
     return merge(parts)
 
 
