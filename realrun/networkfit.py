@@ -191,7 +191,10 @@ def fit(
     as the fitted ones)."""
     from scipy.optimize import least_squares
 
-    used = [o for o in observations if o.kind in FITTED and o.seconds > 0]
+    first = with_params(
+        base, start, intra
+    )  # a figure its rules do not price (a round kind they never ask for) is left out
+    used = [o for o in observations if o.kind in FITTED and o.seconds > 0 and math.isfinite(predict(first, o))]
     measured = np.array([o.seconds for o in used])
     scale = np.array([max(start[p], 1e-15) for p in PARAMETERS])
     scale[PARAMETERS.index("fabric_beta")] = scale[PARAMETERS.index("beta")]
