@@ -77,11 +77,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _as_given(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``frame`` with the grid keys' columns as text, each number as Python writes it (the shortest form that reads
+    back the same: 1e-10 and 8e-11 stay apart), so a table's rounding of its metrics never merges grid values."""
+    frame = frame.copy()
+    for key in keys:
+        if key in frame:
+            frame[key] = [repr(float(v)) if isinstance(v, float) else str(v) for v in frame[key]]
+    return frame
+
+
 def format_summary(table: pd.DataFrame, keys: list[str], seeds: int) -> str:
     """One row per grid point (without a grid: one row), the mean of each :data:`SHOWN` metric across seeds."""
     keys = keys or ["name"]
     shown = aggregate(table, keys, list(SHOWN))[[*keys, *(["runs"] if seeds > 1 else []), *SHOWN]]
-    return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    return _as_given(shown, keys).to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
 def speedup_table(table: pd.DataFrame, keys: list[str], baseline: str) -> pd.DataFrame:
@@ -90,8 +100,9 @@ def speedup_table(table: pd.DataFrame, keys: list[str], baseline: str) -> pd.Dat
     return speedup(table, baseline, "samples_per_s", by)
 
 
-def format_speedups(speedups: pd.DataFrame) -> str:
-    shown = speedups.drop(columns=["low", "high"])
+def format_speedups(speedups: pd.DataFrame, keys: list[str]) -> str:
+    """The speedups with their intervals to three decimals, the grid ``keys`` as given."""
+    shown = _as_given(speedups.drop(columns=["low", "high"]), keys)
     shown["95% interval"] = [
         f"[{lo:.3f}, {hi:.3f}]" if lo == lo else "-" for lo, hi in zip(speedups["low"], speedups["high"], strict=True)
     ]
@@ -144,6 +155,6 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(table, list(grid), args.seeds))
     if speedups is not None:
         print(f"speedup in samples/s over {args.baseline} (geometric mean over seeds, 95% t-interval):")
-        print(format_speedups(speedups))
+        print(format_speedups(speedups, list(grid)))
     print(f"one row per cell: {csv}")
     return 0

@@ -305,3 +305,13 @@ def test_force_replaces_cells_of_another_scenario_but_never_a_real_run(tmp_path,
     assert main([*argv, "--force"]) == 2
     assert "real run, which is never replaced" in capsys.readouterr().err
     assert meta(real)["source"] == "real"
+
+
+def test_printed_tables_keep_grid_values_apart(tmp_path, capsys):
+    """The speedup table rounds its figures to three decimals, and its grid values with them would print 1e-10 and
+    8e-11 both as 0.000: grid values are printed as given, in both tables."""
+    argv = ["sweep", "--example", "eager-injected", *ARGS, "--grid", "network.beta=1e-10,8e-11", "-j", "1"]
+    assert main([*argv, "-o", str(tmp_path / "sweep"), "--baseline", "sync"]) == 0
+    summary, speedups = capsys.readouterr().out.split("speedup in samples/s over sync")
+    for table in (summary, speedups):
+        assert len(table.split("1e-10")) == 3 and len(table.split("8e-11")) == 3  # each beta on two rows
