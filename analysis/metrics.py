@@ -16,16 +16,20 @@ from stragglerlab.analysis.runfolder import Run
 class Summary:
     """The headline numbers of a run. Staleness is over contributions that some round carried.
 
-    Throughput counts what training used: ``samples_per_s`` is the samples of the worker-iterations some round
-    carried over ``span``, the time the last of those rounds completed; ``raw_samples_per_s`` counts every
-    worker-iteration over the makespan, including work no round ever applied."""
+    Throughput counts what training used: ``samples_per_s`` (applied throughput) is the samples of the
+    worker-iterations whose gradient entered some replica (or a server's model) over ``span``, the time the last of
+    them did; ``raw_samples_per_s`` counts every worker-iteration over the makespan, including gradients that never
+    entered a model. Where each worker steps its own replica with its own gradient (``meta.json``'s ``applied`` is
+    ``release``: model averaging, gossip, local steps) every gradient is applied when its worker is released, so the
+    two are equal; elsewhere (``round``, the default of run folders without the key) a gradient is applied by the
+    round or server update that carries it, and one no round carries (dropped, or after the last round) never is."""
 
     algorithm: str
     workers: int
     iterations: int  # worker-iterations run
     makespan: float  # seconds until the last worker finished
-    span: float  # seconds until the last round that carried a contribution completed
-    samples_per_s: float  # applied: carried worker-iterations x batch / span
+    span: float  # seconds until the last gradient was applied
+    samples_per_s: float  # applied: worker-iterations whose gradient entered a model x batch / span
     raw_samples_per_s: float  # every worker-iteration x batch / makespan
     mean_iteration: float
     mean_wait: float
@@ -92,13 +96,14 @@ def summarize(run: Run, target_loss: float | None = None) -> Summary:
     batch = scenario["workload"]["batch"]
     kept = len(run.iterations) or "tally" not in run.meta
     s = (Tally().add(run.iterations) if kept else Tally.saved(run.meta["tally"])).sums
+    applied, span = (s["rows"], s["makespan"]) if run.meta.get("applied") == "release" else (s["carried"], s["span"])
     return Summary(
         algorithm=scenario["algorithm"]["name"],
         workers=scenario["cluster"]["workers"],
         iterations=int(s["rows"]),
         makespan=float(s["makespan"]),
-        span=float(s["span"]),
-        samples_per_s=_rate(s["carried"] * batch, s["span"]),
+        span=float(span),
+        samples_per_s=_rate(applied * batch, span),
         raw_samples_per_s=_rate(s["rows"] * batch, s["makespan"]),
         mean_iteration=_mean(s["busy"], s["rows"]),
         mean_wait=_mean(s["wait"], s["rows"]),

@@ -1,7 +1,8 @@
 """What a run folder's ``meta.json`` says about a run, built in one place for simulated and real runs alike: the
-resolved scenario, its seed, the cost model's figures, the algorithm's plot style (so figures need no list of
-algorithms), the versions of what ran it, the command line, the git commit when the package runs from a checkout,
-the host and the start time. Real runs add their backend, hosts and ranks; the simulator, its engine."""
+resolved scenario, its seed, the cost model's figures, the algorithm's plot style and when it applies a gradient (so
+figures and metrics need no list of algorithms), the versions of what ran it, the command line, the git commit when
+the package runs from a checkout, the host and the start time. Real runs add their backend, hosts and ranks; the
+simulator, its engine."""
 
 from __future__ import annotations
 
@@ -65,6 +66,13 @@ def style(name: str) -> dict[str, Any]:
     return {"colour": record.style.colour, "marker": record.style.marker, "order": algorithms.order(name)}
 
 
+def applied(name: str) -> str:
+    """When algorithm ``name`` applies a worker's gradient (what applied throughput counts): ``release``, to the
+    worker's own replica when the worker is released (every gradient); ``round``, to the replicas or the server's
+    model with the round or update that carries it (a gradient no round carries is never applied)."""
+    return "release" if algorithms.get(name).own_step else "round"
+
+
 def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
     """The ``meta.json`` of a run of ``scenario`` (``source``: ``sim`` or ``real``) starting now; ``extra`` keys
     are added (``versions`` in it extends the recorded versions). ``command`` is the command line as run
@@ -76,6 +84,7 @@ def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
         "seed": scenario.seed,
         "network": cost_model(scenario).describe(scenario.workers, message_bytes(scenario)),
         "style": style(scenario.algorithm.name),
+        "applied": applied(scenario.algorithm.name),
         "versions": {**versions(), **extra.pop("versions", {})},
         "command": list(sys.argv),
         **({"git": git} if git is not None else {}),

@@ -396,4 +396,5 @@ RECORD = Algorithm(
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
     style=Style("#44AA99", ">"),
+    own_step=True,
 )

@@ -68,4 +68,5 @@ RECORD = Algorithm(
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#999999", "<"),
+    own_step=True,
 )

@@ -75,4 +75,5 @@ RECORD = Algorithm(
     exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
     style=Style("#882255", "h"),
     central=True,
+    own_step=True,
 )

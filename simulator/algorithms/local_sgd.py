@@ -82,4 +82,5 @@ RECORD = Algorithm(
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.local_sgd:LocalSgdExchange"},
     style=Style("#0072B2", "P"),
+    own_step=True,
 )

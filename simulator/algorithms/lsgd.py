@@ -460,4 +460,5 @@ RECORD = Algorithm(
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.lsgd:LsgdExchange"},
     style=Style("#CC79A7", "v"),
+    own_step=True,
 )

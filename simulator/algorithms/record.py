@@ -52,3 +52,7 @@ class Algorithm:
     # a central model besides the P replicas (a parameter server's): the convergence replay keeps it as row P of its
     # matrix, and evaluates it as the averaged model (worker -1)
     central: bool = False
+    # each worker steps its own replica with its own gradient when it is released (model averaging, gossip, local
+    # steps), so every gradient is applied; otherwise a gradient enters the replicas (or the server's model) only
+    # with the round or update that carries it
+    own_step: bool = False

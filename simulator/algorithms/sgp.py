@@ -71,4 +71,5 @@ RECORD = Algorithm(
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#DDCC77", "p"),
+    own_step=True,
 )

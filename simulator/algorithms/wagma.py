@@ -182,4 +182,5 @@ RECORD = Algorithm(
     exchanges={"native": "stragglerlab.realrun.algorithms.wagma:WagmaExchange"},
     style=Style("#009E73", "D"),
     check=check,
+    own_step=True,
 )

@@ -22,13 +22,16 @@ def write_run(
     evals: tuple = (),
     style: Mapping[str, Any] | None = None,
     tally: Mapping[str, float] | None = None,
+    applied: str | None = None,
     keys: Mapping[str, Any] | None = None,
     finished: bool = True,
 ) -> Path:
     """A run folder with exactly these rows (in the column order of ``SCHEMAS``). ``style``: the algorithm's plot
     style as the simulator records it (``{"colour", "marker", "order"}``; none: a run from before styles);
-    ``tally``: the summary's running sums, as a run that keeps no table records them; ``keys``: more scenario keys,
-    dotted (``{"imbalance.delay": 0.32}``); ``finished``: false leaves it as a killed run leaves it."""
+    ``tally``: the summary's running sums, as a run that keeps no table records them; ``applied``: when the
+    algorithm applies a gradient, as ``meta.json`` records it (none: a run from before it was recorded); ``keys``:
+    more scenario keys, dotted (``{"imbalance.delay": 0.32}``); ``finished``: false leaves it as a killed run leaves
+    it."""
     scenario: dict[str, Any] = {
         "name": "handmade",
         "seed": seed,
@@ -48,6 +51,8 @@ def write_run(
         meta["style"] = dict(style)
     if tally is not None:
         meta["tally"] = dict(tally)
+    if applied is not None:
+        meta["applied"] = applied
     writer = RunWriter(folder, meta)
     for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
         if rows:

@@ -18,7 +18,9 @@ from stragglerlab.analysis.metrics import (
     wait_fraction,
 )
 from stragglerlab.analysis.runfolder import SCHEMAS, load_run
+from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.analysis.handmade import write_run
 from tests.helpers import scenario
 
@@ -71,6 +73,17 @@ def test_applied_throughput_is_over_the_span_of_the_rounds(tmp_path):
     assert m["raw_samples_per_s"] == pytest.approx(5 * 10 / 6.0)
 
 
+def test_where_workers_step_their_own_replicas_every_gradient_is_applied_at_its_release(tmp_path):
+    """The same rows under ``applied = release`` (model averaging, gossip, local steps): worker 1's two uncarried
+    iterations stepped its own replica, so all 5 are applied, the last at 6 s, as the raw throughput counts them."""
+    m = run_metrics(load_run(write_run(tmp_path / "run", LATE, workers=2, batch=10, applied="release")))
+    assert m["span"] == m["makespan"] == 6.0
+    assert m["samples_per_s"] == pytest.approx(5 * 10 / 6.0) == m["raw_samples_per_s"]
+    sums = Tally().add(pd.DataFrame(LATE, columns=SCHEMAS["iterations"].names)).sums
+    bare = summarize(load_run(write_run(tmp_path / "tally", [], workers=2, tally=sums, applied="release")))
+    assert bare.samples_per_s == pytest.approx(m["samples_per_s"])
+
+
 def test_a_tally_from_before_the_span_falls_back_to_the_makespan(tmp_path):
     """A run that kept no table is summarised from its tally; one written before ``span`` was tallied takes the
     makespan as its span."""
@@ -111,6 +124,41 @@ def test_solo_with_a_persistent_straggler_is_credited_only_what_its_rounds_carri
     assert solo.samples_per_s == pytest.approx(56 * 10 / 4.0)
     bare = summarize(load_run(simulate(solo_scenario, tmp_path / "bare", tables=())))  # from meta.json's tally
     assert bare == solo
+
+
+#: the algorithms whose gradients enter the models only with the round or server update that carries them
+BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps"}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_algorithm_says_when_it_applies_a_gradient(algorithm):
+    """docs/semantics.md, *Applied gradients*: model averaging, gossip and local steps step the worker's own
+    replica with its gradient (``release``); gradient averaging and the parameter server apply it by rounds."""
+    assert meta(scenario(**{"algorithm.name": algorithm}), "sim")["applied"] == (
+        "round" if algorithm in BY_ROUND else "release"
+    )
+
+
+def test_wagma_deposits_replaced_unread_still_count_as_applied(tmp_path):
+    """Under heavy-tailed compute a WAGMA deposit is often replaced by the worker's next one before any group read
+    it (``round`` -1); the gradient of that iteration still stepped its worker's model, so applied throughput is the
+    raw one. A dropped eager-solo gradient, by contrast, never enters a model."""
+    keys = {
+        "cluster.workers": 8,
+        "iterations": 40,
+        "workload.compute": {"dist": "lognormal", "mean": 0.1, "cv": 1.0},
+        "algorithm.group_size": 2,
+        "algorithm.sync_period": 10,
+        "algorithm.late": "drop",
+    }
+    wagma = load_run(simulate(scenario(**keys, **{"algorithm.name": "wagma"}), tmp_path / "wagma"))
+    assert (wagma.iterations["round"] == -1).any()
+    s = summarize(wagma)
+    assert s.samples_per_s == s.raw_samples_per_s and s.span == s.makespan
+    solo = load_run(simulate(scenario(**keys, **{"algorithm.name": "eager-solo"}), tmp_path / "solo"))
+    carried = int((solo.iterations["round"] >= 0).sum())
+    assert carried < len(solo.iterations)
+    assert summarize(solo).samples_per_s == pytest.approx(carried * 128 / summarize(solo).span)
 
 
 def test_wait_fraction(run):
