@@ -199,9 +199,9 @@ class Scenario:
         """The time budget in seconds: ``duration``, or infinity when there is none (``duration = 0``)."""
         return self.duration if self.duration > 0 else float("inf")
 
-    def replace(self, **changes: Any) -> Scenario:
+    def replace(self, origin: str = "replace()", /, **changes: Any) -> Scenario:
         """A copy with dotted keys changed (``{"algorithm.name": "sync"}``; None: back to the default), validated like
-        ``--set``."""
+        ``--set``; an error names ``origin``, what asked for the change (``--compare wagma``)."""
         raw = to_dict(self)
         for dotted, value in changes.items():
             if value is None:
@@ -211,8 +211,8 @@ class Scenario:
                     node = node.get(part, {})
                 node.pop(name, None)
                 continue
-            _assign(raw, dotted, value, "replace()")
-        return from_dict(raw, "replace()")
+            _assign(raw, dotted, value, origin)
+        return from_dict(raw, origin)
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,8 @@ def cells(base: Scenario, grid: dict[str, list[Any]], seeds: int = 1) -> list[Ce
         if name in names:
             raise ScenarioError(f"--grid: two cells would share the folder {name}; give distinct values")
         names.add(name)
-        out.append(Cell(name, values, base.replace(**values, seed=seed)))
+        origin = "--grid " + ", ".join(f"{k}={v}" for k, v in values.items()) if values else "--seeds"
+        out.append(Cell(name, values, base.replace(origin, **values, seed=seed)))
     return out
 
 

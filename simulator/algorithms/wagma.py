@@ -1,7 +1,7 @@
 """WAGMA-SGD (Li et al., TPDS'21): wait-avoiding group model averaging.
 
 Round n is activated globally by the first post (as solo), but the models are summed inside butterfly groups of
-``group_size``: each worker contributes the model it last deposited (stale if it is late), and applies
+``group_size`` workers (by default 8, the released code's, or all P where there are fewer): each worker contributes the model it last deposited (stale if it is late), and applies
 (Σ_group + w)/(|group| + 1), then its own gradient step. Every ``sync_period``-th round is a global average.
 
 Groups for any P and S (:func:`butterfly_group`): write ranks in base S; there are as many phases as base-S digits
@@ -24,13 +24,24 @@ from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
 from stragglerlab.simulator.algorithms.rounds import DEPOSIT, SYNC_PERIOD, RoundProcess, RoundRules
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
 from stragglerlab.simulator.fast import rounds
-from stragglerlab.simulator.keys import POSITIVE_INT, Key
+from stragglerlab.simulator.keys import Check, Key
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
 
-GROUP_SIZE = Key("group_size", 8, POSITIVE_INT, "models are averaged in butterfly groups of this many workers (1 … P)")
+GROUP_SIZE = Key(
+    "group_size",
+    0,
+    Check(int, lambda v: v >= 0, "an integer from 1 to cluster.workers, or 0 for min(8, cluster.workers)"),
+    "models are averaged in butterfly groups of this many workers (1 … P); 0: 8, or P when fewer",
+)
+
+
+def resolved_group_size(S: int, workers: int) -> int:
+    """The group size that ``algorithm.group_size = S`` sets among ``workers``: S itself, or min(8, P) for 0 (the
+    released code's 8, where there are that many workers)."""
+    return S or min(8, workers)
 
 
 def phase_count(workers: int, group_size: int) -> int:
@@ -75,7 +86,7 @@ class WagmaRules(RoundRules):
     def __init__(self, scenario: Scenario, costs: CostModel):
         super().__init__(scenario, costs)
         self.sync_period = scenario.algorithm.sync_period
-        self.group_size = S = scenario.algorithm.group_size
+        self.group_size = S = resolved_group_size(scenario.algorithm.group_size, self.P)
         self.phases = phase_count(self.P, S)
         # the groups of a phase run at the same time, sharing the nodes' links; all complete with the slowest
         self.t_phase = [
@@ -163,10 +174,9 @@ def update(
 
 
 def check(scenario: Scenario, fail: Fail) -> None:
-    if scenario.algorithm.group_size > scenario.workers:
-        raise fail(
-            "algorithm.group_size", scenario.algorithm.group_size, f"at most cluster.workers = {scenario.workers}"
-        )
+    S, P = scenario.algorithm.group_size, scenario.workers
+    if S > P:
+        raise fail("algorithm.group_size", S, f"from 1 to cluster.workers = {P}, or 0 for {resolved_group_size(0, P)}")
     if scenario.duration > 0 and scenario.algorithm.sync_period == 0:
         raise fail("algorithm.sync_period", 0, "at least 1 with a time budget (duration > 0): a global average ends it")
 

@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--tables {args.tables}: must be a comma-separated list from iterations, rounds")
     compared = list(dict.fromkeys(name for names in args.compare for name in names))
     names = list(dict.fromkeys([scenario.algorithm.name, *compared]))
-    scenarios = [scenario.replace(**{"algorithm.name": name}) for name in names]
+    scenarios = [scenario.replace(f"--compare {name}", **{"algorithm.name": name}) for name in names]
     out = args.output or unused_name(Path("runs") / scenario.name)
     folders = [out / s.algorithm.name for s in scenarios] if len(scenarios) > 1 else [out]
     for folder in folders:

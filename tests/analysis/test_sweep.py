@@ -44,8 +44,10 @@ def test_cells_are_the_cross_product_with_readable_deterministic_names():
         "network.period": "network.period",
         "cluster.workers": "workers",
     }
-    with pytest.raises(ScenarioError, match="cluster.workers"):
+    with pytest.raises(ScenarioError, match="^--grid cluster.workers=0: cluster.workers = 0"):
         cells(base, {"cluster.workers": [0]})
+    with pytest.raises(ScenarioError, match="^--grid algorithm.nme=sync: unknown key algorithm.nme"):
+        cells(base, parse_grid(["algorithm.nme=sync"]))
 
 
 ARGS = [

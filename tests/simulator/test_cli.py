@@ -10,7 +10,11 @@ import pytest
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.algorithms.wagma import WagmaRules
+from stragglerlab.simulator.catalog import example_path
+from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.provenance import git_state
+from stragglerlab.simulator.scenario import load
 
 
 def test_simulate_compare_prints_summary_and_writes_both_folders(tmp_path, capsys):
@@ -149,6 +153,19 @@ def test_compare_several_algorithms_speedups_over_the_first_one(tmp_path, capsys
     text = capsys.readouterr().out
     assert "speedup over sync" in text.splitlines()[0]
     assert next(line for line in text.splitlines() if line.startswith("sync")).endswith("1.000x")
+
+
+def test_wagma_fits_any_worker_count_by_default_and_errors_name_what_asked(tmp_path, capsys):
+    # group_size 0 (the default) is min(8, P): WAGMA runs on 4 workers with nothing set
+    out = tmp_path / "cmp"
+    assert main(["simulate", *SMALL, "--compare", "wagma", "-o", str(out)]) == 0
+    assert set(load_run(out / "wagma").rounds.query("kind == 'group'")["contributors"]) <= {1, 2, 3, 4}
+    for workers, size in ((1024, 8), (4, 4)):
+        s = load(example_path("wagma-1024"), ["algorithm.group_size=0", f"cluster.workers={workers}", "imbalance.slow=1"])
+        assert WagmaRules(s, cost_model(s)).group_size == size
+    # a group size the user set that does not fit: the error names --compare, not an internal call or the file
+    argv = ["simulate", *SMALL, "--set", "algorithm.group_size=16", "--compare", "wagma", "-o", str(tmp_path / "x")]
+    one_line_error(capsys, argv, "--compare wagma: algorithm.group_size = 16", "cluster.workers = 4, or 0 for 4")
 
 
 def test_meta_records_the_command_line_and_the_checkout(tmp_path, monkeypatch):
