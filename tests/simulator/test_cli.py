@@ -161,7 +161,9 @@ def test_wagma_fits_any_worker_count_by_default_and_errors_name_what_asked(tmp_p
     assert main(["simulate", *SMALL, "--compare", "wagma", "-o", str(out)]) == 0
     assert set(load_run(out / "wagma").rounds.query("kind == 'group'")["contributors"]) <= {1, 2, 3, 4}
     for workers, size in ((1024, 8), (4, 4)):
-        s = load(example_path("wagma-1024"), ["algorithm.group_size=0", f"cluster.workers={workers}", "imbalance.slow=1"])
+        s = load(
+            example_path("wagma-1024"), ["algorithm.group_size=0", f"cluster.workers={workers}", "imbalance.slow=1"]
+        )
         assert WagmaRules(s, cost_model(s)).group_size == size
     # a group size the user set that does not fit: the error names --compare, not an internal call or the file
     argv = ["simulate", *SMALL, "--set", "algorithm.group_size=16", "--compare", "wagma", "-o", str(tmp_path / "x")]

@@ -98,7 +98,10 @@ MALFORMED = [
     ("[cluster]\nworkers = -4", "cluster.workers = -4: must be a positive integer"),
     ("[cluster]\nworkers = 2.5", "cluster.workers = 2.5: must be a positive integer"),
     ('[algorithm]\nname = "hogwild"', 'algorithm.name = "hogwild": must be one of sync'),
-    ('[algorithm]\nname = "wagma"\ngroup_size = 16', "algorithm.group_size = 16: must be from 1 to cluster.workers = 8"),
+    (
+        '[algorithm]\nname = "wagma"\ngroup_size = 16',
+        "algorithm.group_size = 16: must be from 1 to cluster.workers = 8",
+    ),
     ('[algorithm]\nname = "wagma"\ngroup_size = -1', "algorithm.group_size = -1: must be an integer from 1"),
     ('[imbalance]\nkind = "trace"\nfile = "missing.npy"', "no such file"),
     ('[imbalance]\nkind = "trace"\nfile = "WRONG"', "shape (3, 5) must be (iterations, 8)"),
