@@ -93,7 +93,7 @@ class Watchdog:
         for peer, (host, pid) in self.peers.items():
             if peer == self.rank or peer in self._done:
                 continue
-            if host == self.host and not _alive(pid):
+            if host == self.host and not alive(pid):
                 if self._state(peer)[0] == "done":
                     self._done.add(peer)
                     continue
@@ -131,7 +131,7 @@ class Watchdog:
         host, pid = self.peers.get(0, (None, 0))
         deadline = time.monotonic() + limit
         while self.rank != 0 and time.monotonic() < deadline:
-            if self._state(0)[0] in ("stopped", "done") or (host == self.host and not _alive(pid)):
+            if self._state(0)[0] in ("stopped", "done") or (host == self.host and not alive(pid)):
                 return
             time.sleep(0.05)
 
@@ -166,11 +166,11 @@ def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0
                 stopped = time.monotonic()
         if stopped is not None and time.monotonic() - stopped > grace:
             for r in records.values():
-                if r.get("state") == "running" and _alive(r["pid"]):
+                if r.get("state") == "running" and alive(r["pid"]):
                     os.kill(r["pid"], 9)
         if lost is None:
             running = {rank: r["pid"] for rank, r in sorted(records.items()) if r.get("state") == "running"}
-            dead = [rank for rank, pid in running.items() if not _alive(pid)]
+            dead = [rank for rank, pid in running.items() if not alive(pid)]
             if dead:  # those that stopped on their own said so in their heartbeats
                 now = _records(folder)
                 dead = [rank for rank in dead if now.get(rank, {}).get("state") == "running"]
@@ -190,7 +190,7 @@ def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0
     return lost
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether process ``pid`` of this host runs (a zombie, dead but not yet reaped by its launcher, does not)."""
     try:
         os.kill(pid, 0)

@@ -17,7 +17,6 @@ simulate them. mpi4py is imported only then.
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
 import multiprocessing
@@ -36,13 +35,12 @@ from tqdm import tqdm
 
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, UNFINISHED, stored
+from stragglerlab.simulator.lifetime import LINUX, die_with_parent
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict, parse_override, to_dict
 
 #: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
-LINUX = sys.platform.startswith("linux")
 
 
 @dataclass(frozen=True)
@@ -171,16 +169,12 @@ def _mpi_executor() -> Iterator[Any]:
         yield pool
 
 
-def _worker_start() -> None:
+def _worker_start(sweep_process: int) -> None:
     """In each worker process: leave Ctrl-C to the sweep (which cancels and ends the workers itself), and on Linux
-    die with the sweep's process (the parent-death signal); elsewhere a worker whose sweep was killed outright
-    finishes its cell and then waits, until its process group is killed."""
+    die with the sweep's process (:mod:`..lifetime`); elsewhere a worker whose sweep was killed outright finishes its
+    cell and then waits, until its process group is killed."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if LINUX:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        sweep_process = multiprocessing.parent_process()
-        if sweep_process is not None and not sweep_process.is_alive():  # it died before the signal was armed
-            os._exit(1)
+    die_with_parent(signal.SIGKILL, sweep_process)
 
 
 @contextmanager
@@ -190,7 +184,7 @@ def _process_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
     by the sweep's own thread (the parent-death signal names that thread; with the forkserver start method the
     parent would be the forkserver, which outlives a killed sweep)."""
     context = multiprocessing.get_context("fork") if LINUX else None
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),))
     try:
         yield pool
     except BaseException:

@@ -1,9 +1,10 @@
 """Running a command (usually ``mpiexec``) from a test with a hard time limit, so a deadlock fails the test instead
-of hanging the suite."""
+of hanging the suite; and the processes a command started, to see that none outlives it."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,34 @@ def mpiexec_or_skip() -> str:
         return mpiexec()
     except UserError:
         pytest.skip("no mpiexec (install the mpi extra)")
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes that ``pid`` started, and theirs, down the tree (from ``/proc``: Linux)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def still_running(pids: set[int], within: float) -> set[int]:
+    """Those of ``pids`` still running (zombies, dead but not yet reaped, do not count) ``within`` seconds from now,
+    or sooner once none is."""
+    from stragglerlab.realrun.watchdog import alive
+
+    deadline = time.monotonic() + within
+    while True:
+        running = {pid for pid in pids if alive(pid)}
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.1)

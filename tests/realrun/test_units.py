@@ -16,7 +16,7 @@ from stragglerlab.analysis.runfolder import RunWriter, load_run
 from stragglerlab.realrun.calibration import compute_model, fit_linear, partners
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.parts import RankParts
-from stragglerlab.realrun.watchdog import Watchdog, _alive
+from stragglerlab.realrun.watchdog import Watchdog, alive
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.scenario import load
 
@@ -149,7 +149,7 @@ def test_watchdog_names_a_dead_peer_and_forgets_a_finished_one(tmp_path):
     dog = Watchdog(tmp_path, 0, {0: ("h", me), 1: ("h", child.pid), 2: ("h", me)}, "h", lambda m: None, timeout=60)
     dog.dir.mkdir()
     dog._started = time.time()
-    assert not _alive(child.pid)
+    assert not alive(child.pid)
     assert dog.lost() == f"rank 1 (pid {child.pid} on h) died"
     (dog.dir / "rank-00001.json").write_text(json.dumps({"state": "done", "t": time.time()}))
     assert dog.lost() is None
