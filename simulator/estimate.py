@@ -42,17 +42,19 @@ WRITE_RATE = 1e6
 
 @dataclass(frozen=True)
 class Estimate:
-    """Peak memory (bytes) and wall time (seconds) of a simulation, or of several (:func:`combined`)."""
+    """Peak memory (bytes) and wall time (seconds; 0: not estimated) of a simulation, or of several
+    (:func:`combined`), or of a real run's ranks."""
 
     memory: float
-    seconds: float
+    seconds: float = 0.0
 
     @property
     def large(self) -> bool:
         return self.memory > LARGE_BYTES or self.seconds > LARGE_SECONDS
 
     def __str__(self) -> str:
-        return f"about {_size(self.memory)} of memory and {_duration(self.seconds)}"
+        time = f" and {_duration(self.seconds)}" if self.seconds else ""
+        return f"about {_size(self.memory)} of memory{time}"
 
 
 def _size(n: float) -> str:
@@ -118,13 +120,18 @@ def available_memory() -> int | None:
         return None
 
 
-def check(what: str, need: Estimate, force: bool) -> str | None:
+def check(
+    what: str,
+    need: Estimate,
+    force: bool,
+    advice: str = "keep less (--tables rounds, --summary-only), run fewer workers or iterations",
+) -> str | None:
     """The line to print before a large run (None for a small one); a one-line error when ``need`` exceeds the
-    memory available, unless ``force``."""
+    memory available, unless ``force``: it says what needs it, and ``advice``, how to need less."""
     free = available_memory()
     if free is not None and need.memory > free and not force:
         raise UserError(
-            f"{what} needs {need} (estimated), more than the {_size(free)} of memory available; keep less "
-            "(--tables rounds, --summary-only), run fewer workers or iterations, or give --force to try anyway"
+            f"{what} needs {need} (estimated), more than the {_size(free)} of memory available; {advice}, "
+            "or give --force to try anyway"
         )
     return f"{what}: estimated {need}" if need.large else None

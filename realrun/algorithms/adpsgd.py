@@ -69,6 +69,8 @@ class PeerThread:
 
 
 class AdPsgdExchange(PerRankRounds):
+    bytes_per_parameter = 84
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.requests, self.replies = comm.Dup(), comm.Dup()

@@ -47,6 +47,10 @@ class Exchange:
     identical = True
     #: the time budget is spent: this rank stops after the current iteration (every rank of a round stops with it)
     stopped = False
+    #: what one rank holds at its peak per parameter of the model, in bytes (float32 copies of the gradient and
+    #: the model, the native core's buffers, the messages in flight): measured by tests/benchmarks/bench_footprint.py
+    #: and rounded up; ``run`` and ``calibrate`` estimate their ranks' memory from it (:mod:`..footprint`)
+    bytes_per_parameter: float
 
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
         self.scenario, self.rules, self.comm, self.replica = scenario, rules, comm, replica

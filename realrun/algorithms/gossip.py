@@ -53,6 +53,8 @@ class PerRankRounds(Exchange):
 
 
 class GossipExchange(PerRankRounds):
+    bytes_per_parameter = 36
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.gossip = comm.Dup()

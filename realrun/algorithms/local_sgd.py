@@ -15,6 +15,8 @@ from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchr
 
 
 class LocalSgdExchange(Exchange):
+    bytes_per_parameter = 8
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.buffer = np.zeros(self.d + self.size, dtype=np.float32)

@@ -68,6 +68,7 @@ class CountingServer:
 
 
 class LsgdExchange(Exchange):
+    bytes_per_parameter = 22
     identical = False
 
     def __init__(self, scenario, rules, comm, replica, clock, sink):

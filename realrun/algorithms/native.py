@@ -129,6 +129,8 @@ class GradientExchange(NativeRounds):
     """sync, eager-SGD and quorum: gradients are summed, the rank steps with the round's Σ/P or Σ/D (the rules add
     the options of their kind, such as quorum's k)."""
 
+    bytes_per_parameter = 48
+
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
         options = {"late": rules.late, "divide_by": rules.divide_by, **rules.native_options()}
         super().__init__(scenario, rules, comm, replica, clock, sink, **options)

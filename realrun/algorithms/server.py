@@ -71,6 +71,7 @@ class ServerExchange(Exchange):
     server and the worker do with it."""
 
     identical = False
+    bytes_per_parameter = 40
 
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)

@@ -73,6 +73,8 @@ def _cap_mb(d: int, buckets: int) -> float:
 
 
 class TorchSync(Exchange):
+    bytes_per_parameter = 8
+
     @classmethod
     def check(cls, scenario: Scenario, replica: Replica) -> None:
         kind = scenario.imbalance.kind

@@ -31,6 +31,7 @@ from stragglerlab.simulator.scenario import Scenario
 
 
 class WagmaExchange(NativeRounds):
+    bytes_per_parameter = 68
     identical = False
 
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
