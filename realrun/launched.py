@@ -26,7 +26,7 @@ from typing import Any
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import Run, load_run
-from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.commands.run import launch, start
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.simulator.scenario import Scenario, from_dict, to_dict
 
@@ -44,7 +44,8 @@ class Launched:
         spec = folder.with_suffix(".json")
         spec.write_text(json.dumps(to_dict(scenario)))
         command = launch(self.ranks, [str(spec), str(folder), backend], module=__name__)
-        proc = subprocess.run(command, capture_output=True, text=True)
+        proc = start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.communicate()
         if proc.returncode != 0:
             failure = _failure(folder)
             said = failure.read_text() if failure.exists() else f"exit status {proc.returncode}"

@@ -5,7 +5,9 @@ Run it under ``mpiexec -n P`` / ``srun`` like ``stragglerlab run``, or with ``--
 ``--np 2,3`` for several rank counts, each a launch of its own, all fitted at once (:mod:`..fragment`). The optional
 scenario names the workload to time and the allreduce algorithm to fit (default: timing only, ring). With ``-o
 FILE`` it prints what it measured (the fragment's comments) and where it wrote it, or with ``--json`` the same as a
-JSON object; an existing FILE is replaced only with ``--force``.
+JSON object; an existing FILE is replaced only with ``--force``. With ``--np`` it refuses ranks whose estimated memory
+exceeds the machine's (:mod:`stragglerlab.realrun.footprint`) unless ``--force``, warns when they outnumber the
+cores, and keeps its ranks' temporary files in a folder removed however it ends (:mod:`stragglerlab.realrun.scratch`).
 
 ``--collectives`` (needs ``-o FILE``) also measures the round times of every kind real runs use through the real
 harness, under the scenario's compute and imbalance (``--balanced``: back to back), through the native core or
@@ -19,10 +21,9 @@ torch``, a torch workload) are timed in blocks each launched on its own, as runs
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
-import subprocess
 import sys
-import tempfile
 import tomllib
 import traceback
 from pathlib import Path
@@ -31,11 +32,14 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import measure_job
-from stragglerlab.realrun.commands.run import launch
+from stragglerlab.realrun.commands.run import launch, start
+from stragglerlab.realrun.footprint import calibration_memory
 from stragglerlab.realrun.fragment import fragment
 from stragglerlab.realrun.launched import Launched
+from stragglerlab.realrun.scratch import scratch_folder, stop_on_sigterm
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
+from stragglerlab.simulator.estimate import check
 from stragglerlab.simulator.scenario import Scenario, load
 
 
@@ -104,7 +108,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-blocks", type=int, default=10, metavar="K", help="with --collectives: blocks at most (default 10)"
     )
     parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)  # --np's jobs: what they measured, pickled
-    output_arguments(parser, "replace the -o file (and its .csv table) if it exists")
+    output_arguments(
+        parser,
+        "replace the -o file (and its .csv table) if it exists; start the ranks even when their estimated memory "
+        "exceeds what the machine has",
+    )
 
 
 def report(text: str, output: Path | None, as_json: bool) -> None:
@@ -179,9 +187,22 @@ def run(args: argparse.Namespace) -> int:
         for path in (args.output, table):
             if path:
                 check_new_file(path, args.force)
+        most = max(counts)  # the jobs run one after the other
+        need = calibration_memory(scenario, most, args.backend, names, max(sizes, default=0))
+        note = check(f"calibrate on {most} ranks", need, args.force, "calibrate on fewer ranks (--np)")
+        if note:
+            print(f"stragglerlab {note}", file=sys.stderr)
+        if most > (os.cpu_count() or 1):
+            print(
+                f"stragglerlab calibrate: warning: {most} ranks on {os.cpu_count()} cores; they share cores, so "
+                "every time measured includes waits for a core: expect measurements marked UNSTABLE, fits flagged, "
+                "a slow calibration, and figures that hold only for runs that share cores as much",
+                file=sys.stderr,
+            )
         ddp = args.collectives and roundtimes.ddp_rounds(args.backend, scenario.workload.model)
         jobs = []
-        with tempfile.TemporaryDirectory(prefix="stragglerlab-calibrate-") as tmp:
+        stop_on_sigterm()
+        with scratch_folder() as tmp:  # the ranks' temporary folder too: removed however the calibration ends
             for P in counts:
                 rounds = None  # DDP's buckets, each block a launch of its own (realrun.launched)
                 if ddp:
@@ -193,8 +214,9 @@ def run(args: argparse.Namespace) -> int:
                         flush=True,
                     )
                     rounds = measure(args, scenario, Launched(P), names, sizes)
-                dump = Path(tmp) / f"{P}.pickle"
-                code = subprocess.run(launch(P, calibrate_argv(args, [] if ddp else names, dump))).returncode
+                dump = tmp / f"{P}.pickle"
+                argv = calibrate_argv(args, [] if ddp else names, dump)
+                code = start(launch(P, argv), env={**os.environ, "TMPDIR": str(tmp)}).wait()
                 if code != 0:
                     return code  # the job said why
                 job = pickle.loads(dump.read_bytes())

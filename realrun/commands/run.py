@@ -1,10 +1,11 @@
 """``stragglerlab run``: train a scenario for real on MPI ranks and write its run folder (``source = "real"``).
 
-Under ``mpiexec -n P`` or ``srun`` every rank runs this command (one rank per worker; ``cluster.workers`` must equal
-P). ``--np P`` starts ``mpiexec -n P`` itself on this machine, with this very command line minus ``--np``; outside
-any MPI launcher, without ``--np``, it starts ``cluster.workers`` ranks so. Rank 0 prints the summary ``simulate``
-prints. The default folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a
-simulated run is replaced only with ``--force``, and a real run never.
+Under ``mpiexec -n P`` or ``srun`` every rank runs this command (one rank per worker; ``cluster.workers`` must equal P).
+``--np P`` starts ``mpiexec -n P`` itself on this machine, with this very command line minus ``--np``; outside any MPI
+launcher, without ``--np``, it starts ``cluster.workers`` ranks so, first estimating their memory (:mod:`..footprint`):
+ranks that would need more than the machine has are refused unless ``--force``. Rank 0 prints the summary ``simulate``
+prints. The default folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a simulated
+run is replaced only with ``--force``, and a real run never.
 """
 
 from __future__ import annotations
@@ -12,18 +13,24 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import summarize
 from stragglerlab.analysis.outputs import check_new_file, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
+from stragglerlab.realrun.footprint import run_memory
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.watchdog import watch_job
 from stragglerlab.simulator.commands import load_scenario, output_arguments, scenario_arguments
 from stragglerlab.simulator.commands.simulate import print_summary
+from stragglerlab.simulator.estimate import check
+from stragglerlab.simulator.lifetime import die_with_parent
 from stragglerlab.simulator.sweep import MPI_SIZE_VARIABLES
 
 #: environment variables that say this process is a rank some launcher started (hydra, Open MPI, srun)
@@ -59,7 +66,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a rank silent this long is declared lost and the run stops (default 10)",
     )
     output_arguments(
-        parser, "replace a simulated run where -o points, and the --save-model file (a real run is never replaced)"
+        parser,
+        "replace a simulated run where -o points, and the --save-model file (a real run is never replaced); start "
+        "the ranks even when their estimated memory exceeds what the machine has",
     )
 
 
@@ -86,6 +95,13 @@ def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli") -> list[
     return [*command, "-n", str(np_), sys.executable, "-m", module, *argv]
 
 
+def start(command: list[str], **options: Any) -> subprocess.Popen:
+    """Start the job ``command`` (:func:`launch`; ``options`` as ``subprocess.Popen``'s) so that it ends with this
+    process: on Linux its launcher gets SIGTERM when this process dies, however it dies (even by SIGKILL), and takes
+    its ranks down with it; a killed ``run`` leaves no rank behind."""
+    return subprocess.Popen(command, preexec_fn=partial(die_with_parent, signal.SIGTERM, os.getpid()), **options)
+
+
 def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
     """The command line every rank runs: this one, without ``--np``."""
     source = ["--example", args.example] if args.example else [str(args.scenario)]
@@ -110,7 +126,7 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
     """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
     import socket
 
-    proc = subprocess.Popen(launch(np_, argv))
+    proc = start(launch(np_, argv))
     lost = watch_job(proc, folder, socket.gethostname())
     if proc.returncode != 0 and lost is not None:
         print(
@@ -140,14 +156,18 @@ def run(args: argparse.Namespace) -> int:
     if ranks is not None:
         if ranks < 1:
             raise UserError(f"--np {ranks}: needs at least one rank")
+        folder = args.output or unused_name(default)
+        _check_outputs(args, folder)
+        need = run_memory(scenario, args.backend, ranks)
+        note = check(f"run {scenario.name} on {ranks} ranks", need, args.force, "run fewer ranks or a smaller model")
+        if note:
+            print(f"stragglerlab {note}", file=sys.stderr)
         if ranks > (os.cpu_count() or 1):
             print(
                 f"stragglerlab run: warning: {ranks} ranks on {os.cpu_count()} cores; they share cores, which the "
                 "timings will show",
                 file=sys.stderr,
             )
-        folder = args.output or unused_name(default)
-        _check_outputs(args, folder)
         return _launch_and_watch(ranks, _rank_argv(args, folder), folder)
     from mpi4py import MPI
 

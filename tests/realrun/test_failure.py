@@ -1,5 +1,6 @@
 """A rank that dies mid-run (``stragglerlab run --np``): the job stops within a bounded time with a message naming
-the lost rank, and the run folder reads back, marked unfinished, with the error in ``meta.json``."""
+the lost rank, and the run folder reads back, marked unfinished, with the error in ``meta.json``. A ``run`` process
+killed mid-run takes its whole job (mpiexec, its proxy, every rank) with it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from stragglerlab.analysis.runfolder import load_run
+from tests.processes import descendants, still_running
 from tests.realrun.conftest import ROOT, environment
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
@@ -97,3 +99,25 @@ def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_fi
     assert not run.finished
     assert len(run.iterations) > 0
     assert f"rank {victim} (pid" in run.meta["error"]
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_file, tmp_path, how):
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario_file(SCENARIO)), "--np", "2"]
+    command += ["--set", "cluster.workers=2", "--set", "iterations=100000", "-o", str(out)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(), cwd=ROOT)
+    job: set[int] = set()
+    try:
+        ranks = {_pid_of(out, rank, time.monotonic() + 60) for rank in (0, 1)}
+        job = descendants(proc.pid)  # mpiexec, its proxy and the ranks
+        assert ranks <= job and len(job) >= 4, job
+        proc.send_signal(how)
+        proc.wait(timeout=10)
+        assert still_running(job, within=5.0) == set()
+    finally:
+        for pid in still_running(job | descendants(proc.pid), within=0):  # what the test started, if it failed
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

@@ -176,12 +176,15 @@ def test_run_without_np_starts_cluster_workers_ranks_and_warns_beyond_the_cores(
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs" / "eager-injected-real").mkdir(parents=True)
-    assert main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", "--json"]) == 0
+    small = ["--set", "workload.params=1000"]  # a model small enough that no memory estimate is printed
+    assert main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", *small, "--json"]) == 0
     ranks, argv = launched[-1]
     assert ranks == 3 and argv[argv.index("-o") + 1] == "runs/eager-injected-real-2" and "--json" in argv
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warning: 3 ranks on 2 cores" in err
-    assert main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", "--np", "2", "-o", "x"]) == 0
+    assert (
+        main(["run", "--example", "eager-injected", "--set", "cluster.workers=3", *small, "--np", "2", "-o", "x"]) == 0
+    )
     assert launched[-1][0] == 2 and capsys.readouterr().err == ""
 
 
