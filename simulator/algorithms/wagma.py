@@ -1,8 +1,9 @@
 """WAGMA-SGD (Li et al., TPDS'21): wait-avoiding group model averaging.
 
 Round n is activated globally by the first post (as solo), but the models are summed inside butterfly groups of
-``group_size`` workers (by default 8, the released code's, or all P where there are fewer): each worker contributes the model it last deposited (stale if it is late), and applies
-(Σ_group + w)/(|group| + 1), then its own gradient step. Every ``sync_period``-th round is a global average.
+``group_size`` workers (by default 8, the released code's, or all P where there are fewer): each worker contributes the
+model it last deposited (stale if it is late), and applies (Σ_group + w)/(|group| + 1), then its own gradient step.
+Every ``sync_period``-th round is a global average.
 
 Groups for any P and S (:func:`butterfly_group`): write ranks in base S; there are as many phases as base-S digits
 of P − 1 (at least one), round n uses phase n mod phases, and the group of rank i at phase s is every rank below P
