@@ -55,7 +55,6 @@ NONNEG_INT = Check(int, lambda v: v >= 0, "an integer >= 0")
 NONNEG = number(lambda v: v >= 0, "a number >= 0")
 POSITIVE = number(lambda v: v > 0, "a number > 0")
 FRACTION = number(lambda v: 0 <= v <= 1, "a number between 0 and 1")
-ANY_STR = Check(str, lambda v: bool(v), "a non-empty string")
 BOOL = Check(bool, lambda v: True, "true or false")
 
 

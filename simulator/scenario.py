@@ -10,6 +10,7 @@ go through the same checks.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import tomllib
 from collections.abc import Mapping
@@ -20,7 +21,6 @@ from typing import Any
 from stragglerlab.simulator import algorithms, schedules
 from stragglerlab.simulator.imbalance import read_trace
 from stragglerlab.simulator.keys import (
-    ANY_STR,
     BOOL,
     NONNEG,
     NONNEG_INT,
@@ -43,6 +43,15 @@ MODEL = Check(
     str,
     lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
     "none, " + ", ".join(BUILTIN_MODELS) + " or a torch workload module:function",
+)
+#: a scenario's name names its default run folders (runs/<name>, runs/<name>-real-2): one folder name, room for them
+NAME = Check(
+    str,
+    lambda v: v not in ("", ".", "..")
+    and "/" not in v
+    and v.isprintable()
+    and len(v.encode("utf-8", "surrogatepass")) <= 200,
+    "a folder name: up to 200 bytes, no / or control characters, not . or ..",
 )
 HIDDEN = Check(
     list,
@@ -178,7 +187,7 @@ class Evals:
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str = key("scenario", ANY_STR)
+    name: str = key("scenario", NAME)
     seed: int = key(0, NONNEG_INT)
     iterations: int = key(100, POSITIVE_INT)
     duration: float = key(0.0, NONNEG)  # seconds of the time budget (docs/semantics.md, Time budget); 0: none
@@ -230,7 +239,7 @@ class Origins(dict):
         return self.get(key, self[""])
 
     def fail(self, key: str, value: Any, allowed: str) -> ScenarioError:
-        shown = f'"{value}"' if isinstance(value, str) else value
+        shown = (f'"{value}"' if value.isprintable() else json.dumps(value)) if isinstance(value, str) else value
         return ScenarioError(f"{self.of(key).label}: {key} = {shown}: must be {allowed}")
 
 

@@ -199,6 +199,17 @@ def test_unwritable_and_invalid_outputs_are_one_line_errors(tmp_path, capsys):
     one_line_error(capsys, ["simulate", *SMALL, "-o", str(tmp_path / "file")], "not a folder")
 
 
+def test_a_name_that_is_not_one_folder_name_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    for name in ("../../outside", str(tmp_path / "abs"), "x" * 300):
+        one_line_error(capsys, ["simulate", *SMALL, "--set", f"name={name}"], "--set: name = ", "a folder name")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["work"]
+    assert main(["simulate", *SMALL, "--set", "name=my run (2)"]) == 0  # anything else names one folder in runs/
+    assert load_run(tmp_path / "work" / "runs" / "my run (2)").finished
+
+
 def test_unreadable_scenarios_and_traces_are_one_line_errors(tmp_path, capsys):
     binary = tmp_path / "binary.toml"
     binary.write_bytes(bytes(range(256)) * 4)

@@ -132,6 +132,11 @@ MALFORMED = [
     ("[workload]\ncall = { men = 1e-4 }", "unknown key workload.call.men"),
     ("[workload]\ncall = 1e-4", "workload.call = 0.0001: must be a table"),
     ("duration = -1", "duration = -1: must be a number >= 0"),
+    ('name = "../../elsewhere"', 'name = "../../elsewhere": must be a folder name'),
+    ('name = "/abs/path"', 'name = "/abs/path": must be a folder name'),
+    ('name = ".."', 'name = "..": must be a folder name'),
+    ('name = "a\\nb"', "must be a folder name: up to 200 bytes, no / or control characters"),
+    (f'name = "{"é" * 101}"', "must be a folder name: up to 200 bytes"),
     (
         '[imbalance]\nkind = "random-delay"\ndraw = "twice"',
         'imbalance.draw = "twice": must be one of count, independent',
