@@ -39,18 +39,19 @@ ALLREDUCE = (*schedules.ALLREDUCES, "auto")
 DISTRIBUTIONS = ("constant", "normal", "lognormal", "gamma", "pareto")
 IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
+#: the largest scenario file read
+MAX_BYTES = 16 * 2**20
 MODEL = Check(
     str,
-    lambda v: v in ("none", *BUILTIN_MODELS) or ":" in v,
+    lambda v: v in ("none", *BUILTIN_MODELS) or all(v.partition(":")[::2]),
     "none, " + ", ".join(BUILTIN_MODELS) + " or a torch workload module:function",
 )
 #: a scenario's name names its default run folders (runs/<name>, runs/<name>-real-2): one folder name, room for them
 NAME = Check(
     str,
-    lambda v: v not in ("", ".", "..")
-    and "/" not in v
-    and v.isprintable()
-    and len(v.encode("utf-8", "surrogatepass")) <= 200,
+    lambda v: (
+        v not in ("", ".", "..") and "/" not in v and v.isprintable() and len(v.encode("utf-8", "surrogatepass")) <= 200
+    ),
     "a folder name: up to 200 bytes, no / or control characters, not . or ..",
 )
 HIDDEN = Check(
@@ -343,9 +344,16 @@ def load(
     if text is None:
         assert path is not None, "a scenario is a file or a text"
         try:
-            text = Path(path).read_text()
+            with open(path, "rb") as file:
+                data = file.read(MAX_BYTES + 1)  # not all of /dev/zero
         except OSError as err:
             raise ScenarioError(f"{origin}: cannot read the scenario ({err.strerror})") from None
+        if len(data) > MAX_BYTES:
+            raise ScenarioError(
+                f"{origin}: larger than {MAX_BYTES >> 20} MiB, which no scenario is (a scenario is TOML)"
+            )
+        try:
+            text = data.decode("utf-8-sig")  # a byte-order mark, as some editors write, is not part of the TOML
         except UnicodeDecodeError:
             raise ScenarioError(f"{origin}: not a text file (a scenario is TOML)") from None
     try:

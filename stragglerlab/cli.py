@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush is quiet
         return 141
+    except OSError as err:  # a file no check foresaw failing (a name longer than the system allows): one line too
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"stragglerlab {name}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -52,9 +52,22 @@ def load_task(name: str, seed: int) -> TorchTask:
     module_name, _, function = REGISTERED.get(name, name).partition(":")
     try:
         make = getattr(importlib.import_module(module_name), function)
-    except (ImportError, AttributeError) as err:
+    except (ImportError, AttributeError, ValueError) as err:
         raise ScenarioError(f'workload.model = "{name}": cannot import it ({err})') from None
-    return make(seed)
+    if not callable(make):
+        raise ScenarioError(f'workload.model = "{name}": {function} is a {type(make).__name__}, not a function')
+    try:
+        task = make(seed)
+    except Exception as err:  # the user's code: one line, as every scenario error
+        raise ScenarioError(
+            f'workload.model = "{name}": {function}(seed) failed ({type(err).__name__}: {err})'
+        ) from None
+    if not all(hasattr(task, part) for part in ("model", "train", "test")):
+        raise ScenarioError(
+            f'workload.model = "{name}": {function}(seed) returned a {type(task).__name__}, not a task with a model, '
+            "a train and a test set"
+        )
+    return task
 
 
 class TorchWorkload:

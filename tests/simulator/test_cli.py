@@ -223,6 +223,34 @@ def test_unreadable_scenarios_and_traces_are_one_line_errors(tmp_path, capsys):
         one_line_error(capsys, ["simulate", *SMALL, *trace, "--set", f"imbalance.file={tmp_path / name}"], name)
 
 
+def test_what_no_check_foresaw_is_one_line_too(tmp_path, capsys):
+    # a model that is not a torch workload function, a file that never ends, names longer than the system allows
+    for model, words in (
+        ("math:pi", ("math:pi", "pi is a float, not a function")),
+        ("os:getcwd", ("os:getcwd", "getcwd(seed) failed (TypeError")),
+        (":", ('workload.model = ":"', "module:function")),
+    ):
+        one_line_error(capsys, ["simulate", *SMALL, "--set", f"workload.model={model}"], *words)
+    one_line_error(capsys, ["simulate", "/dev/zero"], "/dev/zero: larger than 16 MiB")
+    long = str(tmp_path / ("a" * 300))
+    trace = ["--set", "imbalance.kind=trace", "--set", f"imbalance.file={long}.npy"]
+    for argv in (
+        ["simulate", f"{long}.toml"],
+        ["simulate", *SMALL, "-o", long],
+        ["simulate", *SMALL, *trace],
+        ["sweep", *SMALL, "-o", long],
+        ["plot", long, "--kind", "throughput", "-o", str(tmp_path / "f.pdf")],
+    ):
+        one_line_error(capsys, argv, "aaaa", "too long")
+
+
+def test_a_scenario_with_a_byte_order_mark_loads(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + b'name = "marked"\niterations = 3\n[cluster]\nworkers = 2\n')
+    assert main(["simulate", str(path), "-o", str(tmp_path / "run")]) == 0
+    assert load_run(tmp_path / "run").meta["scenario"]["name"] == "marked"
+
+
 def test_a_reader_that_goes_away_stops_the_listing_without_a_traceback():
     # as `stragglerlab algorithms | head -0` does: the pipe is closed before the listing is written
     proc = subprocess.Popen(
