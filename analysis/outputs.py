@@ -2,7 +2,8 @@
 the rule that nothing a user made is replaced without ``--force``.
 
 A command's *default* output (``runs/<name>``) that exists already becomes ``runs/<name>-2``, ``-3``, ... (the
-command says which it used); an output the user *named* that exists is an error unless ``--force`` is given. Run
+command says which it used); an output the user *named* that exists is an error unless ``--force`` is given. The
+folders an output needs are made, for every output alike: run folders, sweeps, figures, fragments, models. Run
 folders add their own rules on top (:mod:`.runfolder`: a real run is never replaced).
 """
 
@@ -35,15 +36,15 @@ def make_folder(path: Path) -> Path:
 
 
 def check_new_file(path: Path, force: bool) -> Path:
-    """Check, before any work is done, that the file ``path`` can be written: its folder exists and takes a file (a
-    temporary one is made and removed), and it is not a folder, nor an existing file unless ``force``."""
+    """Check, before any work is done, that the file ``path`` can be written: its folder exists (it is made when
+    missing) and takes a file (a temporary one is made and removed), and it is not a folder, nor an existing file
+    unless ``force``."""
     folder = path.parent
     if path.is_dir():
         raise UserError(f"{path}: is a folder; name a file")
     if path.exists() and not force:
         raise UserError(f"{path}: exists; give --force to replace it")
-    if not folder.is_dir():
-        raise UserError(f"{path}: the folder {folder} does not exist")
+    make_folder(folder)
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".stragglerlab-probe-"):
             pass

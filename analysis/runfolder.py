@@ -215,7 +215,10 @@ def check_replaceable(folder: Path, replace: str = NEVER, scenario: dict[str, An
     except FileNotFoundError:
         raise UserError(f"{folder}: not empty and not a run folder; refusing to write into it") from None
     except (OSError, ValueError):
-        raise UserError(f"{folder}/meta.json: cannot be read; refusing to replace that folder") from None
+        raise UserError(
+            f"{folder}/meta.json: cannot be read, so nothing says which run the folder holds (it is never replaced, "
+            f"even with --force); delete {folder} to write there again"
+        ) from None
     if old.get("source") == "real":
         raise UserError(f"{folder}: holds a real run, which is never replaced; write elsewhere")
     if replace == SIMULATED or (

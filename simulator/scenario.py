@@ -41,6 +41,9 @@ IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
 #: the largest scenario file read
 MAX_BYTES = 16 * 2**20
+#: the longest run a scenario may ask for, in simulated seconds (30,000 years): a time beyond it is a typo, and sums
+#: of such times would overflow to infinity
+HORIZON = 1e12
 MODEL = Check(
     str,
     lambda v: v in ("none", *BUILTIN_MODELS) or all(v.partition(":")[::2]),
@@ -401,6 +404,14 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
             w.samples,
             f"enough that, after the test split, each of the {P} workers gets a batch of {w.batch} train samples",
         )
+    for dotted, seconds in (
+        ("workload.compute.mean", w.compute.mean),
+        ("imbalance.delay", s.imbalance.delay),
+        ("workload.update", w.update),
+    ):
+        if s.iterations * seconds > HORIZON:
+            most = f"at most {HORIZON / s.iterations:.3g} s, so that {s.iterations} iterations of it"
+            raise origins.fail(dotted, seconds, f"{most} stay within {HORIZON:.0e} s of simulated time")
     im = s.imbalance
     if im.kind == "random-delay" and im.slow[1] > P:
         raise origins.fail("imbalance.slow", list(im.slow), f"a range within [0, cluster.workers = {P}]")

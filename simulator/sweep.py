@@ -10,13 +10,15 @@ never started); a finished run of a *different* scenario in a cell's folder is a
 Cells run in processes (``concurrent.futures``). The sweep owns them: an interruption (Ctrl-C) or a failed cell
 cancels the queued cells and kills the running ones at once (their folders stay unfinished, so a re-run redoes
 them), and on Linux every worker gets the parent-death signal, so killing the sweep's process takes its workers with
-it. Under ``mpiexec -n N`` (detected from the launcher's environment, or forced with ``mpi=True``) the same cells
+it. One sweep at a time runs into a folder (a lock in it, ``.sweep.lock``): a second one meanwhile is a one-line error.
+Under ``mpiexec -n N`` (detected from the launcher's environment, or forced with ``mpi=True``) the same cells
 run on MPI ranks instead, through mpi4py's ``MPICommExecutor``: rank 0 hands out cells and the other N - 1 ranks
 simulate them. mpi4py is imported only then.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import multiprocessing
@@ -33,6 +35,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.runfolder import SIMULATED, UNFINISHED, stored
 from stragglerlab.simulator.lifetime import LINUX, die_with_parent
@@ -41,6 +44,7 @@ from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict, 
 
 #: environment variables a launcher sets to the number of ranks (MPICH / Intel MPI, Open MPI)
 MPI_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+LOCK = ".sweep.lock"  # in the sweep folder, held by the sweep running into it
 
 
 @dataclass(frozen=True)
@@ -209,19 +213,37 @@ def _submit_all(todo: list[Cell], out: Path, pool: Executor | None, done: Callab
         done()
 
 
+@contextmanager
+def _held(out: Path) -> Iterator[None]:
+    """Hold the sweep folder ``out`` while this sweep runs into it: a second sweep into it meanwhile is a one-line
+    error, not two sweeps writing the same cells' tables at once. The lock (``flock`` of ``out/.sweep.lock``) ends
+    with the sweep's processes, however they end."""
+    with open(out / LOCK, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(
+                f"{out}: another sweep is running into this folder; wait for it to end, or sweep into another folder"
+            ) from None
+        yield
+
+
 def sweep(
     all_cells: list[Cell], out: Path, jobs: int = 1, mpi: bool = False, progress: bool = True, force: bool = False
 ) -> tuple[int, int] | None:
     """Run the cells of ``all_cells`` not finished in ``out`` yet: in this process (``jobs`` = 1), in ``jobs``
-    processes, or on MPI ranks. ``force``: a cell's folder holding a simulated run of another scenario is replaced
-    rather than an error. Returns (cells skipped as finished, cells run), or None on an MPI rank other than 0,
-    which only served cells (it should then exit quietly)."""
+    processes, or on MPI ranks; one sweep at a time into ``out``. ``force``: a cell's folder holding a simulated run
+    of another scenario is replaced rather than an error. Returns (cells skipped as finished, cells run), or None on
+    an MPI rank other than 0, which only served cells (it should then exit quietly)."""
     make_folder(out)
 
     def on(pool: Executor | None) -> tuple[int, int]:
-        todo = [c for c in all_cells if not is_done(c, out / c.name, force)]
-        with tqdm(total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo, file=sys.stderr) as bar:
-            _submit_all(todo, out, pool, lambda: bar.update(1), force)
+        with _held(out):
+            todo = [c for c in all_cells if not is_done(c, out / c.name, force)]
+            with tqdm(
+                total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo, file=sys.stderr
+            ) as bar:
+                _submit_all(todo, out, pool, lambda: bar.update(1), force)
         return len(all_cells) - len(todo), len(todo)
 
     if mpi:

@@ -294,7 +294,7 @@ def panel_runs(runs: list[Run], kind: str) -> list[Run]:
     if len(runs) > MOST_PANELS:
         raise UserError(
             f"--kind {kind} draws one panel per run, at most {MOST_PANELS}; got {len(runs)} runs: "
-            "pick some with --where KEY=VALUE (e.g. --where seed=0)"
+            f"pick some with --where KEY=VALUE (e.g. --where seed={runs[0].meta['scenario']['seed']})"
         )
     return runs
 

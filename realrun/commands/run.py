@@ -11,6 +11,7 @@ run is replaced only with ``--force``, and a real run never.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import signal
@@ -150,6 +151,8 @@ def _check_outputs(args: argparse.Namespace, folder: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 < args.heartbeat_timeout < math.inf:
+        raise UserError(f"--heartbeat-timeout {args.heartbeat_timeout}: must be a number of seconds > 0")
     scenario = load_scenario(args)
     default = Path("runs") / f"{scenario.name}-real"
     ranks = args.np if args.np is not None or under_launcher() else scenario.workers

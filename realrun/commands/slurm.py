@@ -11,11 +11,15 @@ so no value can add a command; ``--setup`` lines are pasted as the shell lines t
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.simulator.commands import load_scenario, scenario_arguments
+
+#: the time limits sbatch accepts: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
+TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|UNLIMITED|INFINITE")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +61,10 @@ def _quoted(option: str, value: str) -> str:
 
 
 def script(args: argparse.Namespace) -> str:
+    if not TIME.fullmatch(args.time):
+        raise UserError(
+            f"--time {args.time}: not a Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED)"
+        )
     scenario = load_scenario(args)
     if args.nodes < 1 or args.tasks_per_node < 1:
         raise UserError("--nodes and --tasks-per-node must be at least 1")

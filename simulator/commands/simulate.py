@@ -9,6 +9,7 @@ memory than the machine has is refused unless ``--force``."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -187,6 +188,13 @@ def print_summary(
 
 def run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args, *([f"engine={args.engine}"] if args.engine else []))
+    if args.target_loss is not None:
+        if not math.isfinite(args.target_loss):
+            raise UserError(f"--target-loss {args.target_loss}: must be a finite number")
+        if scenario.workload.model == "none":
+            raise UserError(
+                f"--target-loss {args.target_loss}: needs a model to train (workload.model), not timing only"
+            )
     tables = () if args.summary_only else tuple(t for t in args.tables.split(",") if t)
     if set(tables) - {"iterations", "rounds"}:
         raise UserError(f"--tables {args.tables}: must be a comma-separated list from iterations, rounds")

@@ -110,6 +110,8 @@ def format_speedups(speedups: pd.DataFrame, keys: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UserError(f"-j {args.jobs}: must be at least 1 (processes running cells at once)")
     base = load_scenario(args)
     grid = parse_grid(args.grid)
     all_cells = cells(base, grid, args.seeds)
@@ -120,12 +122,11 @@ def run(args: argparse.Namespace) -> int:
             f"e.g. --grid algorithm.name={args.baseline},eager-solo"
         )
     mpi = args.mpi or mpi_world_size() > 1
-    jobs = max(args.jobs, 1)
-    need = combined([estimate(c.scenario, engine_for(c.scenario)) for c in all_cells], 1 if mpi else jobs)
+    need = combined([estimate(c.scenario, engine_for(c.scenario)) for c in all_cells], 1 if mpi else args.jobs)
     note = check(f"sweep of {len(all_cells)} cells", need, args.force)
     if note:
         print(note, file=sys.stderr)
-    counts = sweep(all_cells, args.output, jobs, mpi, force=args.force)
+    counts = sweep(all_cells, args.output, args.jobs, mpi, force=args.force)
     if counts is None:
         return 0  # an MPI rank that served cells; rank 0 reports
     skipped, ran = counts

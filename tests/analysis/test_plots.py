@@ -337,3 +337,14 @@ def test_plot_command_a_meta_json_without_its_scenario_is_one_line(tmp_path, cap
 def test_plot_command_no_such_folder(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "nothing"), "--kind", "staleness"]) == 2
     assert "no such run folder" in capsys.readouterr().err
+
+
+def test_too_many_runs_for_one_panel_each_hint_at_a_seed_the_runs_have(tmp_path, capsys):
+    base = scenario(seed=7, iterations=5, **{"cluster.workers": 2, "algorithm.group_size": 2})
+    sweep(cells(base, {"algorithm.name": list(ALGORITHMS)}, seeds=2), tmp_path / "s", progress=False)
+    assert main(["plot", str(tmp_path / "s"), "--kind", "timeline", "-o", str(tmp_path / "t.png")]) == 2
+    assert "at most 4; got 6 runs: pick some with --where KEY=VALUE (e.g. --where seed=7)" in capsys.readouterr().err
+    assert (
+        main(["plot", str(tmp_path / "s"), "--kind", "timeline", "--where", "seed=7", "-o", str(tmp_path / "t.png")])
+        == 0
+    )

@@ -1,5 +1,6 @@
 """Sweeps: grids, cell names, resuming after an interruption, the summary, and MPI ranks."""
 
+import fcntl
 import json
 import shlex
 import shutil
@@ -14,7 +15,7 @@ import pytest
 
 from stragglerlab.cli import main
 from stragglerlab.simulator.scenario import ScenarioError
-from stragglerlab.simulator.sweep import cells, parse_grid, short_names, split_values
+from stragglerlab.simulator.sweep import LOCK, cells, parse_grid, short_names, split_values
 from tests.helpers import scenario
 from tests.processes import mpiexec_or_skip
 
@@ -260,6 +261,32 @@ def test_a_killed_sweep_takes_its_workers_with_it(tmp_path):
     while [pid for pid in workers if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if alive(pid)]
+
+
+def test_one_sweep_at_a_time_runs_into_a_folder_and_a_damaged_cell_says_to_delete_it(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--example", "eager-injected", *ARGS, "-j", "1", "-o", str(out)]
+    out.mkdir()
+    with open(out / LOCK, "w") as running:  # as a sweep running into the folder holds it
+        fcntl.flock(running, fcntl.LOCK_EX)
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "another sweep is running into this folder" in err and len(err.strip().splitlines()) == 1
+    assert list(out.iterdir()) == [out / LOCK]  # nothing ran
+    assert main(argv) == 0  # once it ended
+    (out / "algorithm-sync_seed-1" / "meta.json").write_text("{damaged")
+    assert main([*argv, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "meta.json: cannot be read" in err and f"delete {out / 'algorithm-sync_seed-1'}" in err
+    shutil.rmtree(out / "algorithm-sync_seed-1")
+    assert main(argv) == 0
+
+
+def test_jobs_must_be_at_least_one(tmp_path, capsys):
+    for jobs in ("0", "-1"):
+        assert main(["sweep", "--example", "eager-injected", *ARGS, "-j", jobs, "-o", str(tmp_path / "s")]) == 2
+        assert f"-j {jobs}: must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
 
 
 def test_sweep_into_a_file_is_a_one_line_error(tmp_path, capsys):

@@ -113,6 +113,14 @@ def test_calibrate_refuses_ranks_beyond_the_memory_and_warns_beyond_the_cores(la
     assert not any(s.exists() for s in scratches)  # removed once the calibration ended
 
 
+def test_the_folders_of_their_outputs_are_made_before_any_rank_starts(launches, tmp_path):
+    # as every output's folders are (run folders, sweeps, figures)
+    assert main(["calibrate", "--np", "2", "-o", str(tmp_path / "new" / "c.toml")]) == 0
+    small = ["--example", "eager-injected", "--set", "workload.params=100", "--np", "2", "--set", "cluster.workers=2"]
+    assert main(["run", *small, "--save-model", str(tmp_path / "models" / "m.npy"), "-o", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "new").is_dir() and (tmp_path / "models").is_dir() and len(launches) == 2
+
+
 def test_a_scratch_folder_left_by_a_killed_process_goes_with_the_next_calibration(tmp_path):
     host = socket.gethostname()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -114,6 +114,17 @@ def test_slurm_script_passes_bash_syntax_check(tmp_path, device):
 def test_slurm_rejects_a_bad_allocation():
     proc = stragglerlab("slurm", "--example", "eager-injected", "--nodes", "0", "--tasks-per-node", "4")
     assert proc.returncode == 2 and "at least 1" in proc.stderr
+    job = ["slurm", "--example", "eager-injected", "--nodes", "1", "--tasks-per-node", "4"]
+    for limit in ("forever", "1:2:3:4", "-5", "1-"):
+        one_line_error(stragglerlab(*job, "--time", limit), f"--time {limit}: not a Slurm time limit")
+    for limit in ("90", "30:00", "01:00:00", "2-12", "2-12:30", "2-12:30:00", "UNLIMITED"):
+        assert f"#SBATCH --time={limit}\n" in stragglerlab(*job, "--time", limit).stdout
+
+
+def test_run_refuses_a_heartbeat_timeout_that_is_no_time(capsys):
+    for timeout in ("-5", "0", "nan", "inf"):
+        assert main(["run", "--example", "eager-injected", "--heartbeat-timeout", timeout]) == 2
+        assert "must be a number of seconds > 0" in capsys.readouterr().err
 
 
 def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
@@ -125,9 +136,10 @@ def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
 
 def test_calibrate_refuses_outputs_it_cannot_or_may_not_write_before_measuring(tmp_path):
     (tmp_path / "mine.toml").write_text("# mine\n")
+    (tmp_path / "file").write_text("not a folder")
     for output, words in (
         (tmp_path / "mine.toml", ("exists; give --force",)),
-        (tmp_path / "absent" / "c.toml", ("does not exist",)),
+        (tmp_path / "file" / "c.toml", ("exists and is not a folder",)),
         (tmp_path, ("is a folder",)),
         ("/proc/stragglerlab-c.toml", ("cannot write into /proc",)),
     ):
@@ -164,7 +176,8 @@ def test_run_refuses_outputs_before_starting_any_rank(tmp_path):
     assert json.loads((real / "meta.json").read_text())["source"] == "real"
     out = ["-o", str(tmp_path / "new")]
     one_line_error(stragglerlab(*argv, *out, "--save-model", "/proc/stragglerlab.npy"), "cannot write into /proc")
-    one_line_error(stragglerlab(*argv, *out, "--save-model", str(tmp_path / "no" / "m.npy")), "does not exist")
+    (tmp_path / "file").write_text("not a folder")
+    one_line_error(stragglerlab(*argv, *out, "--save-model", str(tmp_path / "file" / "m.npy")), "not a folder")
     assert not (tmp_path / "new").exists()
 
 

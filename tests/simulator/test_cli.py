@@ -244,6 +244,15 @@ def test_what_no_check_foresaw_is_one_line_too(tmp_path, capsys):
         one_line_error(capsys, argv, "aaaa", "too long")
 
 
+def test_what_cannot_give_a_meaningful_summary_is_refused(tmp_path, capsys):
+    one_line_error(capsys, ["simulate", *SMALL, "--target-loss", "0.1"], "needs a model to train")
+    model = ["--set", "workload.model=hyperplane"]
+    one_line_error(capsys, ["simulate", *SMALL, *model, "--target-loss", "nan"], "--target-loss nan: must be a finite")
+    huge = ["--set", "workload.compute.mean=1e308", "-o", str(tmp_path / "huge")]
+    one_line_error(capsys, ["simulate", *SMALL, *huge], "workload.compute.mean = 1e+308: must be at most 2e+11 s")
+    assert not (tmp_path / "huge").exists()
+
+
 def test_a_scenario_with_a_byte_order_mark_loads(tmp_path):
     path = tmp_path / "bom.toml"
     path.write_bytes(b"\xef\xbb\xbf" + b'name = "marked"\niterations = 3\n[cluster]\nworkers = 2\n')
