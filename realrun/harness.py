@@ -160,6 +160,7 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
         if scenario.workload.model != "none"
         else None
     )
+    clock.start(exchange.comm)  # every rank set up: what came before is not the run's time (realrun.clock)
     if evals is not None:
         evals.start()
     last = (0.0, 0)  # (t_done, iterations) of the last round completed here

@@ -8,8 +8,9 @@ rank's oldest calls not yet carried (pending ones go in order, with the fresh on
 add up to the slot's value; ``late = drop`` discards a late call (round -1). Calls still pending when the run ends
 are discarded by the core (round -1). The core's results are Σ/P or Σ/D for gradients, and the rank steps with them.
 
-The core's round records are rank 0's, on the core's clock (aligned to rank 0 like the run's), shifted to the run's
-origin by rank 0's reading of the run clock when the core was created (within microseconds).
+The core's round records are rank 0's, on the core's clock (aligned to rank 0 like the run's, from the core's
+creation), shifted to the run's start by rank 0's reading of its clock when the core was created (within
+microseconds).
 
 With a time budget, the first round whose ``t_trigger`` is at or after it is the last (of the rounds that may end it:
 wagma's global averages): a round's ``t_trigger`` comes from its reduced metadata, so every rank reads the same
@@ -47,7 +48,7 @@ class NativeRounds(Exchange):
             seed=self.scenario.seed,
             **options,
         )
-        self.origin = self.comm.bcast(self.clock.now() if self.rank == 0 else None, root=0)
+        self.created = self.comm.bcast(self.clock.reading() if self.rank == 0 else None, root=0)
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, fresh) of calls whose round is not known yet
         self.written = 0
         self.final: list[tuple] | None = None
@@ -85,6 +86,12 @@ class NativeRounds(Exchange):
         frame = self.coll.rounds().iloc[self.written :]
         self.written += len(frame)
         return self.rows(frame)
+
+    @property
+    def origin(self) -> float:
+        """When the core was created on the run's clock, from which its records count (before the run started:
+        negative)."""
+        return self.created - self.clock.started
 
     def run_time(self, t_trigger: float) -> float:
         """A record's ``t_trigger`` on the run's clock, as the ``rounds`` table has it (-1: unknown)."""
