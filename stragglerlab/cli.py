@@ -19,7 +19,10 @@ from stragglerlab.analysis.errors import UserError
 #: name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("stragglerlab.simulator.commands.simulate", "simulate a scenario and write its run folder(s)"),
-    "examples": ("stragglerlab.simulator.commands.examples", "list the example scenarios shipped with the package"),
+    "examples": (
+        "stragglerlab.simulator.commands.examples",
+        "list the example scenarios shipped with the package, or print or write one to edit",
+    ),
     "algorithms": ("stragglerlab.simulator.commands.algorithms", "list the algorithms, their keys and backends"),
     "sweep": (
         "stragglerlab.simulator.commands.sweep",

@@ -3,6 +3,8 @@ of hanging the suite; and the processes a command started, to see that none outl
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -68,3 +70,13 @@ def still_running(pids: set[int], within: float) -> set[int]:
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(0.1)
+
+
+def end_all(proc: subprocess.Popen, job: set[int]) -> None:
+    """Kill what a test started and did not see end (``job``, ``proc``'s descendants, ``proc``): for its ``finally``,
+    so a failed test leaves no process behind."""
+    for pid in still_running(job | descendants(proc.pid), within=0):
+        os.kill(pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()

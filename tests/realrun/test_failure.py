@@ -14,7 +14,7 @@ import time
 import pytest
 
 from stragglerlab.analysis.runfolder import load_run
-from tests.processes import descendants, still_running
+from tests.processes import descendants, end_all, still_running
 from tests.realrun.conftest import ROOT, environment
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
@@ -116,8 +116,4 @@ def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_f
         proc.wait(timeout=10)
         assert still_running(job, within=5.0) == set()
     finally:
-        for pid in still_running(job | descendants(proc.pid), within=0):  # what the test started, if it failed
-            os.kill(pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+        end_all(proc, job)

@@ -23,7 +23,7 @@ from stragglerlab.realrun.commands import run as run_command
 from stragglerlab.simulator import algorithms, estimate
 from stragglerlab.simulator.catalog import example_path
 from stragglerlab.simulator.scenario import load
-from tests.processes import descendants, still_running
+from tests.processes import descendants, end_all, still_running
 from tests.realrun.conftest import ROOT, environment
 
 GIB = 2**30
@@ -156,8 +156,4 @@ def test_a_terminated_calibration_leaves_no_rank_and_no_temporary_folder(native_
         assert still_running(job, within=5.0) == set()
         assert list(tmp.iterdir()) == []
     finally:
-        for pid in still_running(job | descendants(proc.pid), within=0):  # what the test started, if it failed
-            os.kill(pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+        end_all(proc, job)

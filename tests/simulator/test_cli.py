@@ -68,6 +68,23 @@ def test_examples_lists_one_line_each(capsys):
     assert len(lines) >= 5 and all(len(line.split(None, 1)) == 2 for line in lines)
 
 
+def test_an_example_is_printed_or_written_to_edit_and_run(tmp_path, capsys):
+    assert main(["examples", "eager-injected"]) == 0
+    text = capsys.readouterr().out
+    assert text == example_path("eager-injected").read_text()
+    mine = tmp_path / "edit" / "my.toml"
+    assert main(["examples", "eager-injected", "-o", str(mine)]) == 0
+    assert mine.read_text() == text and f"stragglerlab simulate {mine}" in capsys.readouterr().out
+    mine.write_text(text.replace("workers = 64", "workers = 4"))
+    one_line_error(capsys, ["examples", "eager-injected", "-o", str(mine)], "exists; give --force")
+    assert "workers = 4" in mine.read_text()
+    assert main(["simulate", str(mine), "--set", "iterations=3", "-o", str(tmp_path / "run")]) == 0
+    assert load_run(tmp_path / "run").meta["scenario"]["cluster"]["workers"] == 4
+    assert main(["examples", "wagma-1024", "-o", str(mine), "--force"]) == 0 and "wagma" in mine.read_text()
+    one_line_error(capsys, ["examples", "nope"], "nope: no such example (known: adpsgd-64")
+    one_line_error(capsys, ["examples", "-o", str(tmp_path / "x.toml")], "name the example to write")
+
+
 def test_algorithms_lists_every_record_with_its_keys(capsys):
     assert main(["algorithms"]) == 0
     out = capsys.readouterr().out
