@@ -27,6 +27,7 @@ from tests.processes import descendants, end_all, still_running
 from tests.realrun.conftest import ROOT, environment
 
 GIB = 2**30
+STOPPED = 3  # what the stand-in for calibrate's job returns: calibrate stops there and returns it, fitting nothing
 
 
 def test_a_rank_holds_its_interpreter_and_its_exchange_s_vectors():
@@ -65,7 +66,7 @@ def launches(monkeypatch, tmp_path):
 
         def wait(self):
             assert self.scratch is None or self.scratch.is_dir()  # the ranks' temporary folder, while they run
-            return 0
+            return STOPPED
 
     monkeypatch.setattr(run_command, "_launch_and_watch", lambda ranks, argv, folder: started.append((ranks, {})))
     monkeypatch.setattr(calibrate_command, "start", Job)
@@ -102,10 +103,11 @@ def test_run_refuses_ranks_that_need_more_memory_than_the_machine_has_before_sta
 def test_calibrate_refuses_ranks_beyond_the_memory_and_warns_beyond_the_cores(launches, monkeypatch, capsys):
     monkeypatch.setattr(estimate, "available_memory", lambda: 2**29)  # 512 MiB: two ranks' interpreters fit
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert main(["calibrate", "--np", "3"]) == 2
-    one_line(capsys, "calibrate on 3 ranks needs about", "calibrate on fewer ranks (--np)", "--force")
-    assert main(["calibrate", "--np", "2"]) == 0 and capsys.readouterr().err == ""
-    assert main(["calibrate", "--np", "3", "--force"]) == 0
+    for counts in ("3", "2,3"):  # a list's jobs run one after the other: its largest must fit
+        assert main(["calibrate", "--np", counts]) == 2
+        one_line(capsys, "calibrate on 3 ranks needs about", "calibrate on fewer ranks (--np)", "--force")
+    assert main(["calibrate", "--np", "2"]) == STOPPED and capsys.readouterr().err == ""
+    assert main(["calibrate", "--np", "3", "--force"]) == STOPPED
     one_line(capsys, "warning: 3 ranks on 2 cores", "UNSTABLE", "fits flagged")
     assert [ranks for ranks, _ in launches] == [2, 3]
     scratches = [Path(options["env"]["TMPDIR"]) for _, options in launches]
@@ -115,7 +117,7 @@ def test_calibrate_refuses_ranks_beyond_the_memory_and_warns_beyond_the_cores(la
 
 def test_the_folders_of_their_outputs_are_made_before_any_rank_starts(launches, tmp_path):
     # as every output's folders are (run folders, sweeps, figures)
-    assert main(["calibrate", "--np", "2", "-o", str(tmp_path / "new" / "c.toml")]) == 0
+    assert main(["calibrate", "--np", "2", "-o", str(tmp_path / "new" / "c.toml")]) == STOPPED
     small = ["--example", "eager-injected", "--set", "workload.params=100", "--np", "2", "--set", "cluster.workers=2"]
     assert main(["run", *small, "--save-model", str(tmp_path / "models" / "m.npy"), "-o", str(tmp_path / "r")]) == 0
     assert (tmp_path / "new").is_dir() and (tmp_path / "models").is_dir() and len(launches) == 2
