@@ -184,12 +184,12 @@ def run(args: argparse.Namespace) -> int:
     table = args.output.with_suffix(".csv") if args.collectives else None
     if args.np is not None:
         counts = rank_counts(args.np)
-        for path in (args.output, table):
-            if path:
-                check_new_file(path, args.force)
         most = max(counts)  # the jobs run one after the other
         need = calibration_memory(scenario, most, args.backend, names, max(sizes, default=0))
         note = check(f"calibrate on {most} ranks", need, args.force, "calibrate on fewer ranks (--np)")
+        for path in (args.output, table):
+            if path:
+                check_new_file(path, args.force)
         if note:
             print(f"stragglerlab {note}", file=sys.stderr)
         if most > (os.cpu_count() or 1):

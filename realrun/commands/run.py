@@ -159,10 +159,10 @@ def run(args: argparse.Namespace) -> int:
     if ranks is not None:
         if ranks < 1:
             raise UserError(f"--np {ranks}: needs at least one rank")
-        folder = args.output or unused_name(default)
-        _check_outputs(args, folder)
         need = run_memory(scenario, args.backend, ranks)
         note = check(f"run {scenario.name} on {ranks} ranks", need, args.force, "run fewer ranks or a smaller model")
+        folder = args.output or unused_name(default)
+        _check_outputs(args, folder)
         if note:
             print(f"stragglerlab {note}", file=sys.stderr)
         if ranks > (os.cpu_count() or 1):
