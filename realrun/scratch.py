@@ -1,9 +1,9 @@
 """Temporary folders of a calibration (its timed blocks' run folders), which nothing leaves behind in the temporary
-folder. ``calibrate --np`` makes one (:func:`scratch_folder`) and hands it to its ranks as their temporary folder
-(``TMPDIR``), so what they make goes inside; it is removed when the calibration ends, fails, is interrupted or
-terminated (:func:`stop_on_sigterm`), even when the ranks were killed and could not clean up. Since a process
-killed outright (SIGKILL) runs no clean-up at all, the folder's name carries its host and process, and the next
-calibration on that host removes the folders of processes that no longer run.
+folder. ``calibrate --np`` makes one (:func:`scratch_folder`), its own temporary folder meanwhile, and hands it to
+its ranks as theirs (``TMPDIR``), so what they and it make goes inside; it is removed when the calibration ends,
+fails, is interrupted or terminated (:func:`stop_on_sigterm`), even when the ranks were killed and could not clean
+up. Since a process killed outright (SIGKILL) runs no clean-up at all, the folder's name carries its host and
+process, and the next calibration on that host removes the folders of processes that no longer run.
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ def remove_stale(root: Path | None = None) -> None:
 @contextmanager
 def scratch_folder() -> Iterator[Path]:
     """A temporary folder of this process, removed when the body ends however it ends (but for SIGKILL, which the
-    next calibration clears up)."""
+    next calibration clears up). Meanwhile it is this process's temporary folder too (``tempfile``), so what the
+    body makes there goes inside it."""
     remove_stale()
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{socket.gethostname()}-{os.getpid()}-") as name:
-        yield Path(name)
+        before, tempfile.tempdir = tempfile.tempdir, name
+        try:
+            yield Path(name)
+        finally:
+            tempfile.tempdir = before
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,7 +66,8 @@ def launches(monkeypatch, tmp_path):
             self.scratch = Path(env["TMPDIR"]) if "TMPDIR" in env else None
 
         def wait(self):
-            assert self.scratch is None or self.scratch.is_dir()  # the ranks' temporary folder, while they run
+            # the ranks' temporary folder while they run, and the launching process's own
+            assert self.scratch is None or (self.scratch.is_dir() and tempfile.gettempdir() == str(self.scratch))
             return STOPPED
 
     monkeypatch.setattr(run_command, "_launch_and_watch", lambda ranks, argv, folder: started.append((ranks, {})))
