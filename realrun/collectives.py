@@ -19,7 +19,7 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import SCHEMAS
 from stragglerlab.realrun.build import build
 
-KINDS = {"sync": 0, "eager-solo": 1, "eager-majority": 2, "wagma": 3, "quorum": 4}
+KINDS = {"sync": 0, "eager-solo": 0, "eager-majority": 1, "wagma": 2, "quorum": 0}
 LATE = {"accumulate": 0, "drop": 1}
 DIVIDE_BY = {"workers": 0, "contributors": 1}
 ROUND_KINDS = ("sync", "async", "group", "average")
@@ -48,6 +48,7 @@ class _Round(ctypes.Structure):
         ("contributors", ctypes.c_int),
         ("fresh", ctypes.c_int),
         ("gradients", ctypes.c_int),
+        ("hops", ctypes.c_int),
         ("t_trigger", ctypes.c_double),
         ("t_done", ctypes.c_double),
     ]
@@ -203,6 +204,10 @@ class Collective:
             options.quorum = _integer("quorum", quorum, 1)
             if quorum > self.size:
                 raise ValueError(f"quorum={quorum!r} must be at most the {self.size} ranks of the communicator")
+        if kind != "quorum":
+            options.quorum = {"sync": self.size, "eager-solo": 1}.get(kind, 0)
+        if kind == "sync":
+            options.sync_period = 1
         self._lib = _library(comm)
         handle = ctypes.c_void_p()
         self._check(self._lib.pcoll_create(comm.py2f(), self.count, ctypes.byref(options), ctypes.byref(handle)))

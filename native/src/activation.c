@@ -1,76 +1,261 @@
 /*
- * activation.c: activation tokens. A rank whose post counts towards activating round n sends a token carrying the
- * 64-bit id n straight to every other rank (P - 1 small sends, so concurrent posters of one round need no
- * forwarding and merge trivially); every rank keeps a receive of tokens standing for each peer (a receive from
- * MPI_ANY_SOURCE costs far more per poll in MPICH). A token for round m means every round < m was activated too (its
- * sender completed round m - 1, which some post of call m - 1 must have activated), so a rank keeps only the
- * watermark "rounds < activated are activated" and ignores tokens below it. Round m itself is activated once
- * c->quorum posts of call m are known here (the rank's own and tokens): one for every kind but quorum. Tokens of
- * call m are counted only while activated == m, and a token of a later call raises the watermark past m, so one
- * counter suffices. Sent and received tokens are counted per peer so that close can drain the ones still in
- * flight.
+ * activation.c: how a round that some ranks have not posted for yet gets started everywhere, in O(log P) message
+ * latencies.
+ *
+ * A rank that posted call n starts its part of round n at once (its contribution is then fixed: nothing can
+ * change it before the round starts), so a round whose ranks all posted needs no activation message at all, and
+ * one whose reduction completes is always a round the rules allow (its members all posted, or one was told it
+ * was activated). Activation messages exist for the ranks that have not posted: they must start with pending
+ * gradients (or zeros) once k posts of call n are known (k = c->quorum: one for eager-solo, wagma and
+ * eager-majority, whose only counting post is init(n)'s; k = P needs none, as a rank cannot be needed before its
+ * own post).
+ *
+ * What travels is knowledge, a lattice: (a, B) says rounds < a are activated and the ranks in B posted call a
+ * (B only where 1 < k < P, to count). Two pieces join by taking the larger round, or the union at the same round;
+ * k bits make (a + 1, {}). Every rank keeps what it knows, and per edge what it owes and what it sent.
+ *
+ * The edges form a hypercube over virtual ranks, as recursive doubling does: with p2 the largest power of two
+ * <= P and rem = P - p2, the first 2 rem ranks pair up (an even rank is folded into the odd one above it, which
+ * takes its place); dimension j joins the virtual ranks that differ in bit j. Knowledge learnt from one's own
+ * post is owed on every edge; knowledge received on dimension j is owed on the dimensions above j and on the fold
+ * edge; received by an odd rank from its folded partner, on every dimension; received by a folded rank, nowhere.
+ * Sends go in that order (dimensions ascending, the fold edge last). So one poster's news is a binomial tree
+ * broadcast: it reaches a virtual rank whose offset has highest bit j after at most j + 1 messages, counting a
+ * rank's successive sends as a chain, and any rank after at most ceil(log2 P) + 1 (log2 P when P is a power of
+ * two). Several posters merge: a rank sends on an edge only what it knows beyond what it sent there, and a token
+ * received on a dimension edge counts as sent back on it (its sender owes everything the reply would have
+ * asked of it). Each knowledge change costs at most one message per edge, so a round costs O(P log P) messages
+ * at worst and O(P) for one poster.
+ *
+ * The reduction's first message doubles as a token: its sender's metadata slot says what it knew (activated;
+ * its own post counted and broadcast; whether the message stands for a token it owed on that edge, and the
+ * message's hops). A rank keeps the receive of its next round's first message posted while it waits, so a
+ * partner's data starts it as a token would, and the token on that edge is not sent. Each rank keeps one token
+ * receive standing per edge (at most log2 P + 1), and sent and received tokens are counted per peer so that
+ * close can drain the ones still in flight.
  */
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-static int post_token_receive(pcoll_t *c, int peer)
+/* Via: knowledge from this rank's own post (owed on every edge) or from a message that owes nothing. */
+enum { VIA_OWN = -1, VIA_NONE = -2 };
+
+static uint64_t *piece(const pcoll_t *c, uint64_t *pieces, int i)
 {
-    PCOLL_MPI(c, MPI_Irecv(&c->token_in[peer], 1, MPI_UINT64_T, peer, PCOLL_TAG_TOKEN, c->comm,
-                           &c->token_reqs[peer]));
+    return pieces + (size_t)i * c->know_words;
+}
+
+/* a below b in the lattice */
+static int below(const pcoll_t *c, const uint64_t *a, const uint64_t *b)
+{
+    if (a[0] != b[0]) return a[0] < b[0];
+    for (size_t w = 1; w < c->know_words; w++)
+        if (a[w] & ~b[w]) return 0;
+    return 1;
+}
+
+static void join(const pcoll_t *c, uint64_t *dst, const uint64_t *src)
+{
+    if (src[0] > dst[0]) {
+        memcpy(dst, src, c->know_words * sizeof *dst);
+    } else if (src[0] == dst[0]) {
+        for (size_t w = 1; w < c->know_words; w++) dst[w] |= src[w];
+    }
+}
+
+/* k known posts of call a: round a is activated */
+static void normalise(const pcoll_t *c, uint64_t *k)
+{
+    int posts = 0;
+    for (size_t w = 1; w < c->know_words; w++) posts += __builtin_popcountll(k[w]);
+    if (c->know_words > 1 && posts >= c->quorum) {
+        k[0]++;
+        memset(k + 1, 0, (c->know_words - 1) * sizeof *k);
+    }
+}
+
+/* k = "rank r posted call n, and its post counts" (a quorum of one: round n is activated). */
+static void posted(const pcoll_t *c, uint64_t n, int r, uint64_t *k)
+{
+    memset(k, 0, c->know_words * sizeof *k);
+    k[0] = n;
+    if (c->know_words == 1) {
+        k[0] = n + 1;
+    } else {
+        k[1 + r / 64] |= UINT64_C(1) << (r % 64);
+        normalise(c, k);
+    }
+}
+
+static int edge_of(const pcoll_t *c, int peer)
+{
+    for (int e = 0; peer >= 0 && e < c->nedges; e++)
+        if (c->edge_peer[e] == peer) return e;
+    return -1;
+}
+
+/* Merge k, learnt via an edge (or VIA_OWN, VIA_NONE) in a message of `hops` from src (-1: none). */
+static void learn(pcoll_t *c, const uint64_t *k, int via, int hops, int src)
+{
+    uint64_t before = c->know[0];
+    join(c, c->know, k);
+    normalise(c, c->know);
+    if (c->know[0] > before) {
+        c->know_hops = hops;
+        if (src >= 0) {
+            c->hint_round = c->know[0];
+            c->hint_src = src;
+            c->hint_time = pcoll_now(c);
+        }
+    }
+    if (via == VIA_NONE) return;
+    int lo = 0, hi = c->nedges;
+    if (via >= 0 && via < c->ndims) lo = via + 1;            /* a dimension: the ones above, and the fold edge */
+    else if (via >= 0 && c->ndims > 0) hi = c->ndims;        /* an odd rank's fold edge: every dimension */
+    else if (via >= 0) hi = 0;                               /* a folded rank: nothing */
+    for (int e = lo; e < hi; e++) join(c, piece(c, c->owe, e), k);
+    if (hops > c->batch_hops) c->batch_hops = hops;
+}
+
+static int post_receive(pcoll_t *c, int e)
+{
+    PCOLL_MPI(c, MPI_Irecv(c->token_in + (size_t)e * c->token_words, (int)c->token_words, MPI_UINT64_T,
+                           c->edge_peer[e], PCOLL_TAG_TOKEN, c->comm, &c->token_reqs[e]));
     return PCOLL_OK;
+}
+
+/* The edges of this rank in the virtual hypercube (module comment). */
+static int virtual_to_rank(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
 }
 
 int pcoll_tokens_init(pcoll_t *c)
 {
-    int rc = PCOLL_OK;
-    for (int peer = 0; peer < c->size && rc == PCOLL_OK; peer++) {
-        c->token_reqs[peer] = MPI_REQUEST_NULL;
-        if (peer != c->rank) rc = post_token_receive(c, peer);
+    int p2 = 1, dims = 0;
+    while (p2 * 2 <= c->size) {
+        p2 *= 2;
+        dims++;
     }
-    return rc;
-}
-
-int pcoll_tokens_send(pcoll_t *c, uint64_t n)
-{
-    if (c->size == 1) return PCOLL_OK;
-    struct pcoll_tokens *t = c->token_free;
-    if (t) {
-        c->token_free = t->next;
-    } else {
-        t = malloc(sizeof *t);
-        if (t) t->reqs = malloc((size_t)(c->size - 1) * sizeof(MPI_Request));
-        if (!t || !t->reqs) {
-            free(t);
-            return pcoll_fail(c, PCOLL_ERR_NOMEM, "token batch", MPI_SUCCESS);
-        }
-    }
-    t->id = n;
-    t->n = 0;
-    t->next = c->token_out;
-    c->token_out = t;
-    for (int k = 1; k < c->size; k++) {
-        int peer = (c->rank + k) % c->size;
-        PCOLL_MPI(c, MPI_Isend(&t->id, 1, MPI_UINT64_T, peer, PCOLL_TAG_TOKEN, c->comm, &t->reqs[t->n]));
-        t->n++;
-        c->tokens_sent[peer]++;
+    int rem = c->size - p2, r = c->rank;
+    int folded = r < 2 * rem && r % 2 == 0, odd = r < 2 * rem && r % 2 == 1;
+    c->tokens = c->size > 1 && c->quorum < c->size;
+    c->know_words = 1 + (c->tokens && c->quorum > 1 ? c->mask_words : 0);
+    c->token_words = 1 + c->know_words;
+    c->ndims = folded ? 0 : dims;
+    c->nedges = c->tokens ? c->ndims + (folded || odd) : 0;
+    size_t e = (size_t)c->nedges + 1, kw = c->know_words;
+    c->edge_peer = malloc(e * sizeof *c->edge_peer);
+    c->know = calloc(kw, sizeof *c->know);
+    c->scratch_know = calloc(2 * kw, sizeof *c->scratch_know);
+    c->owe = calloc(e * kw, sizeof *c->owe);
+    c->sent = calloc(e * kw, sizeof *c->sent);
+    c->token_in = calloc(e * c->token_words, sizeof *c->token_in);
+    c->token_reqs = malloc(e * sizeof *c->token_reqs);
+    c->token_done = malloc(e * sizeof *c->token_done);
+    if (!c->edge_peer || !c->know || !c->scratch_know || !c->owe || !c->sent || !c->token_in || !c->token_reqs ||
+        !c->token_done)
+        return pcoll_fail(c, PCOLL_ERR_NOMEM, "activation state", MPI_SUCCESS);
+    int v = odd ? r / 2 : r - rem;
+    for (int j = 0; j < c->ndims && j < c->nedges; j++) c->edge_peer[j] = virtual_to_rank(v ^ (1 << j), rem);
+    if (c->nedges > c->ndims) c->edge_peer[c->ndims] = folded ? r + 1 : r - 1;
+    for (int j = 0; j < c->nedges; j++) {
+        int rc = post_receive(c, j);
+        if (rc) return rc;
     }
     return PCOLL_OK;
 }
 
-/* One more counting post of call n known here, this rank's own or a peer's token (n >= c->activated): its poster
- * completed round n - 1, so every round < n was activated. Returns 1 if it completes the quorum: round n is
- * activated too. */
-int pcoll_tokens_count(pcoll_t *c, uint64_t n)
+int pcoll_activated(const pcoll_t *c, uint64_t n)
 {
-    c->activated = n;
-    if (c->counted_round != n + 1) {
-        c->counted_round = n + 1;
-        c->counted = 0;
+    return c->know[0] > n;
+}
+
+/* This rank posted call n, and the post counts while round n is not known to be activated: owed everywhere. */
+void pcoll_tokens_post(pcoll_t *c, uint64_t n)
+{
+    posted(c, n, c->rank, c->scratch_know);
+    learn(c, c->scratch_know, VIA_OWN, 0, -1);
+    c->root_round = n + 1;
+}
+
+static int first_owed(const pcoll_t *c, int *count)
+{
+    int first = -1;
+    *count = 0;
+    for (int e = 0; e < c->nedges; e++) {
+        if (below(c, piece(c, c->owe, e), piece(c, c->sent, e))) continue;
+        if (first < 0) first = e;
+        ++*count;
     }
-    if (++c->counted < c->quorum) return 0;
-    c->activated = n + 1;
-    return 1;
+    return first;
+}
+
+/* Round n starts here and its first message goes to peer (-1: none at once): the activation flags of this rank's
+ * metadata slot, and whether that message goes before the tokens (it stands for the first owed one) or after
+ * them (pcoll_tokens_flush sends them). Starts a batch of sends. */
+int pcoll_tokens_plan(pcoll_t *c, uint64_t n, int peer, int *data_first)
+{
+    *data_first = 1;
+    if (!c->tokens) return 0;
+    int activated = pcoll_activated(c, n), root = c->root_round == n + 1, owed = 0;
+    uint64_t *k = c->scratch_know;
+    if (activated && c->know_hops > c->batch_hops) c->batch_hops = c->know_hops;
+    memset(k, 0, c->know_words * sizeof *k);
+    k[0] = activated ? n + 1 : n;
+    if (root && !activated) posted(c, n, c->rank, k);
+    int e = edge_of(c, peer), first = first_owed(c, &owed);
+    int flags = (activated ? FLAG_ACTIVATED : 0) | (root ? FLAG_ROOT : 0);
+    if (e >= 0 && e == first && below(c, piece(c, c->owe, e), k)) {
+        join(c, piece(c, c->sent, e), k);
+        c->batch_sent = 1;
+        return flags | FLAG_TOKEN | (c->batch_hops + 1) * FLAG_HOPS;
+    }
+    *data_first = 0;
+    return flags | (c->batch_hops + c->batch_sent + owed + 1) * FLAG_HOPS;
+}
+
+/* Send what each edge is owed beyond what was sent on it: this rank's whole knowledge, one message per edge in
+ * edge order, each numbered after the batch's. Ends the batch. */
+int pcoll_tokens_flush(pcoll_t *c)
+{
+    int owed = 0;
+    if (!c->tokens || first_owed(c, &owed) < 0) {
+        c->batch_hops = c->batch_sent = 0;
+        return PCOLL_OK;
+    }
+    struct pcoll_tokens *t = c->token_free;
+    if (t) {
+        c->token_free = t->next;
+    } else {
+        t = calloc(1, sizeof *t);
+        if (t) t->reqs = malloc((size_t)c->nedges * sizeof *t->reqs);
+        if (t) t->msgs = malloc((size_t)c->nedges * c->token_words * sizeof *t->msgs);
+        if (!t || !t->reqs || !t->msgs) {
+            if (t) free(t->reqs);
+            free(t);
+            return pcoll_fail(c, PCOLL_ERR_NOMEM, "token batch", MPI_SUCCESS);
+        }
+    }
+    t->n = 0;
+    t->next = c->token_out;
+    c->token_out = t;
+    for (int e = 0; e < c->nedges; e++) {
+        uint64_t *sent = piece(c, c->sent, e);
+        if (below(c, piece(c, c->owe, e), sent)) continue;
+        uint64_t *msg = t->msgs + (size_t)t->n * c->token_words;
+        msg[0] = (uint64_t)(c->batch_hops + ++c->batch_sent);
+        memcpy(msg + 1, c->know, c->know_words * sizeof *msg);
+        join(c, sent, c->know);
+        PCOLL_MPI(c, MPI_Isend(msg, (int)c->token_words, MPI_UINT64_T, c->edge_peer[e], PCOLL_TAG_TOKEN, c->comm,
+                               &t->reqs[t->n]));
+        t->n++;
+        c->tokens_sent[c->edge_peer[e]]++;
+    }
+    c->batch_hops = c->batch_sent = 0;
+    return PCOLL_OK;
 }
 
 /* Move the batches whose sends all completed to the free list. */
@@ -92,27 +277,55 @@ static int reap_sent(pcoll_t *c)
     return PCOLL_OK;
 }
 
+/* Learn from the tokens that arrived (what they oblige is sent by the next pcoll_tokens_flush). */
 int pcoll_tokens_poll(pcoll_t *c, int *did)
 {
-    if (c->size == 1) return PCOLL_OK;
+    if (!c->tokens) return PCOLL_OK;
     int ndone = 0;
-    PCOLL_MPI(c, MPI_Testsome(c->size, c->token_reqs, &ndone, c->token_done, MPI_STATUSES_IGNORE));
+    PCOLL_MPI(c, MPI_Testsome(c->nedges, c->token_reqs, &ndone, c->token_done, MPI_STATUSES_IGNORE));
     for (int i = 0; i < ndone && ndone != MPI_UNDEFINED; i++) {
-        int src = c->token_done[i];
+        int e = c->token_done[i], peer = c->edge_peer[e];
+        const uint64_t *msg = c->token_in + (size_t)e * c->token_words;
         *did = 1;
-        c->tokens_received[src]++;
-        if (c->token_in[src] >= c->activated && pcoll_tokens_count(c, c->token_in[src])) {
-            c->hint_round = c->token_in[src] + 1;
-            c->hint_src = src;
-            c->hint_time = pcoll_now(c);
-        }
-        int rc = post_token_receive(c, src);
+        c->tokens_received[peer]++;
+        learn(c, msg + 1, e, (int)msg[0], peer);
+        if (e < c->ndims) join(c, piece(c, c->sent, e), msg + 1); /* its sender owes all a reply would ask */
+        int rc = post_receive(c, e);
         if (rc) return rc;
     }
     return c->token_out ? reap_sent(c) : PCOLL_OK;
 }
 
-/* Collective (close): receive every token still in flight to this rank, then retire the standing receive. */
+/* Learn from the metadata (META_WIDTH floats per rank) of round n's first message, received from peer. */
+void pcoll_tokens_data(pcoll_t *c, uint64_t n, int peer, const float *meta)
+{
+    uint64_t *k = c->scratch_know, *one = k + c->know_words;
+    memset(k, 0, c->know_words * sizeof *k);
+    k[0] = n;
+    for (int j = 0; j < c->size; j++) {
+        int flags = (int)meta[(size_t)META_WIDTH * (size_t)j + META_FLAGS];
+        if (flags & FLAG_ACTIVATED) {
+            memset(one, 0, c->know_words * sizeof *one);
+            one[0] = n + 1;
+        } else if ((flags & FLAG_FRESH) && c->ops->counts(c, n, j)) {
+            posted(c, n, j, one);
+        } else {
+            continue;
+        }
+        join(c, k, one); /* a larger round drops the bits of the smaller */
+        normalise(c, k);
+    }
+    int flags = (int)meta[(size_t)META_WIDTH * (size_t)peer + META_FLAGS], e = edge_of(c, peer);
+    int via = e >= 0 && (flags & FLAG_TOKEN) ? e : VIA_NONE;
+    learn(c, k, via, flags / FLAG_HOPS, peer);
+    if (via >= 0 && via < c->ndims) join(c, piece(c, c->sent, via), k);
+    if (e >= 0 && (flags & FLAG_ROOT)) { /* its sender owes its own post on every edge: not to be sent back */
+        posted(c, n, peer, k);
+        join(c, piece(c, c->sent, e), k);
+    }
+}
+
+/* Collective (close): receive every token still in flight to this rank, then retire the standing receives. */
 int pcoll_tokens_drain(pcoll_t *c)
 {
     if (c->size == 1) return PCOLL_OK;
@@ -132,10 +345,9 @@ int pcoll_tokens_drain(pcoll_t *c)
     free(expect);
     if (rc != MPI_SUCCESS) return pcoll_fail(c, PCOLL_ERR_MPI, "MPI_Ialltoall", rc);
     if (c->failed) return c->failed;
-    for (int peer = 0; peer < c->size; peer++) {
-        if (peer == c->rank) continue;
-        PCOLL_MPI(c, MPI_Cancel(&c->token_reqs[peer]));
-        PCOLL_MPI(c, MPI_Wait(&c->token_reqs[peer], MPI_STATUS_IGNORE));
+    for (int e = 0; e < c->nedges; e++) {
+        PCOLL_MPI(c, MPI_Cancel(&c->token_reqs[e]));
+        PCOLL_MPI(c, MPI_Wait(&c->token_reqs[e], MPI_STATUS_IGNORE));
     }
     for (struct pcoll_tokens *t = c->token_out; t; t = t->next)
         PCOLL_MPI(c, MPI_Waitall(t->n, t->reqs, MPI_STATUSES_IGNORE));
@@ -150,8 +362,17 @@ void pcoll_tokens_free(pcoll_t *c)
             struct pcoll_tokens *t = lists[i];
             lists[i] = t->next;
             free(t->reqs);
+            free(t->msgs);
             free(t);
         }
     }
     c->token_out = c->token_free = NULL;
+    free(c->edge_peer);
+    free(c->know);
+    free(c->scratch_know);
+    free(c->owe);
+    free(c->sent);
+    free(c->token_in);
+    free(c->token_reqs);
+    free(c->token_done);
 }

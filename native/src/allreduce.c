@@ -13,6 +13,11 @@
  * segments there. The result goes straight into the application's buffer when the application is waiting for
  * this very round, so a large result is never copied out.
  *
+ * A round's schedule is built as soon as the round before it completed (its members follow from the round
+ * number), and the receive of its first step is posted then, into c->scratch: a partner that starts the round
+ * first is heard at once, and its message, whose metadata says what its sender knew, serves the activation as a
+ * token would (activation.c).
+ *
  * Every member ends with bitwise the same result: each partial sum is formed once (ring) or by both partners in
  * commutative order (recursive doubling), and every rank divides by the same divisor. Data messages carry one
  * tag; MPI's non-overtaking order between two ranks on the private communicator matches them, since every member
@@ -116,15 +121,83 @@ int pcoll_schedule_build(pcoll_t *c, const int *members, int m)
     c->nsteps = c->step = c->step_posted = 0;
     c->result_in_work = 0;
     if (m == 1) return PCOLL_OK;
-    size_t ring_min = c->opt.ring_min_bytes ? c->opt.ring_min_bytes : PCOLL_RING_MIN_BYTES;
-    if (c->count * sizeof(float) >= ring_min) {
+    if (c->ring) {
         recursive_doubling(c, members, m, me, c->count, c->len - c->count, 0);
         ring(c, members, m, me);
     } else {
-        if (c->src != c->work) memcpy(c->work, c->src, c->count * sizeof(float));
-        c->src = c->work;
         recursive_doubling(c, members, m, me, 0, c->len, 1);
     }
+    return PCOLL_OK;
+}
+
+/* The steps of round c->cur (its members from the kind), without touching any vector. */
+static int build(pcoll_t *c)
+{
+    int m = 0;
+    c->group = c->ops->group(c, c->cur, c->members, &m);
+    c->first_early = c->first_read = 0;
+    c->step_reqs[0] = c->step_reqs[1] = MPI_REQUEST_NULL;
+    c->sched_round = c->cur + 1;
+    return pcoll_schedule_build(c, c->members, m);
+}
+
+/* Whether step s receives the round's metadata into c->scratch (the first step of every member but a folded
+ * one, whose first receive is the result). */
+static int receives_metadata(const pcoll_t *c, const struct pcoll_step *s)
+{
+    return s->recv_len > 0 && (s->op == OP_SUM || s->op == OP_FINAL) && s->recv_off <= c->count &&
+           s->recv_off + s->recv_len == c->len;
+}
+
+int pcoll_schedule_prepare(pcoll_t *c, int *did)
+{
+    if (c->sched_round != c->cur + 1) {
+        int rc = build(c);
+        if (rc) return rc;
+    }
+    if (c->in_round || c->first_early || c->nsteps == 0 || !receives_metadata(c, &c->steps[0])) return PCOLL_OK;
+    const struct pcoll_step *s = &c->steps[0];
+    PCOLL_MPI(c, MPI_Irecv(c->scratch, (int)s->recv_len, MPI_FLOAT, s->recv_peer, PCOLL_TAG_DATA, c->comm,
+                           &c->step_reqs[0]));
+    c->first_early = 1;
+    *did = 1;
+    return PCOLL_OK;
+}
+
+/* The first message of round c->cur, received: what its metadata tells the activation (not for synchronous
+ * rounds, which need none). */
+static void read_first(pcoll_t *c)
+{
+    const struct pcoll_step *s = &c->steps[0];
+    c->first_read = 1;
+    if (c->tokens && !c->ops->is_sync(c, c->cur))
+        pcoll_tokens_data(c, c->cur, s->recv_peer, c->scratch + (c->count - s->recv_off));
+}
+
+int pcoll_schedule_poll_first(pcoll_t *c, int *did)
+{
+    if (!c->first_early || c->first_read) return PCOLL_OK;
+    int flag = 0;
+    PCOLL_MPI(c, MPI_Test(&c->step_reqs[0], &flag, MPI_STATUS_IGNORE));
+    if (flag) {
+        read_first(c);
+        *did = 1;
+    }
+    return PCOLL_OK;
+}
+
+int pcoll_schedule_first_peer(const pcoll_t *c)
+{
+    return c->nsteps > 0 && c->steps[0].send_len > 0 ? c->steps[0].send_peer : -1;
+}
+
+int pcoll_schedule_cancel(pcoll_t *c)
+{
+    if (c->in_round || !c->first_early || c->step_reqs[0] == MPI_REQUEST_NULL) return PCOLL_OK;
+    PCOLL_MPI(c, MPI_Cancel(&c->step_reqs[0]));
+    PCOLL_MPI(c, MPI_Wait(&c->step_reqs[0], MPI_STATUS_IGNORE));
+    c->first_early = 0;
+    c->sched_round = 0;
     return PCOLL_OK;
 }
 
@@ -139,8 +212,10 @@ static const float *role(const pcoll_t *c, int r)
 
 static int post_step(pcoll_t *c, const struct pcoll_step *s)
 {
-    c->step_reqs[0] = c->step_reqs[1] = MPI_REQUEST_NULL;
-    if (s->recv_len > 0) {
+    int early = c->step == 0 && c->first_early;
+    if (!early) c->step_reqs[0] = MPI_REQUEST_NULL;
+    c->step_reqs[1] = MPI_REQUEST_NULL;
+    if (s->recv_len > 0 && !early) {
         int summed = s->op == OP_SUM || s->op == OP_FINAL;
         float *dst = summed ? c->scratch : (s->recv_into == ROLE_DST ? c->dst : c->work) + s->recv_off;
         PCOLL_MPI(c, MPI_Irecv(dst, (int)s->recv_len, MPI_FLOAT, s->recv_peer, PCOLL_TAG_DATA, c->comm,
@@ -155,6 +230,10 @@ static int post_step(pcoll_t *c, const struct pcoll_step *s)
 
 int pcoll_schedule_start(pcoll_t *c)
 {
+    if (c->nsteps > 0 && !c->ring && c->src != c->work) {
+        memcpy(c->work, c->src, c->count * sizeof(float)); /* recursive doubling sums in place */
+        c->src = c->work;
+    }
     return c->step < c->nsteps && !c->step_posted ? post_step(c, &c->steps[c->step]) : PCOLL_OK;
 }
 
@@ -189,11 +268,13 @@ int pcoll_schedule_progress(pcoll_t *c, int *done, int *did)
         int flag = 0;
         PCOLL_MPI(c, MPI_Testall(2, c->step_reqs, &flag, MPI_STATUSES_IGNORE));
         if (!flag) break;
+        if (c->step == 0 && !c->first_read && receives_metadata(c, s)) read_first(c);
         apply(c, s);
         c->step++;
         c->step_posted = 0;
         *did = 1;
     }
     *done = c->step >= c->nsteps;
+    if (*done) c->sched_round = 0;
     return PCOLL_OK;
 }

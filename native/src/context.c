@@ -26,7 +26,8 @@ enum { WAIT_SLEEP_CAP_NS = 20000 };
 void pcoll_options_default(pcoll_options *opt)
 {
     memset(opt, 0, sizeof *opt);
-    opt->kind = PCOLL_SOLO;
+    opt->kind = PCOLL_QUORUM;
+    opt->quorum = 1;
     opt->late = PCOLL_LATE_ACCUMULATE;
     opt->divide_by = PCOLL_DIVIDE_WORKERS;
     opt->group_size = 2;
@@ -35,11 +36,9 @@ void pcoll_options_default(pcoll_options *opt)
 static const struct pcoll_kind_ops *kind_ops(int kind)
 {
     switch (kind) {
-    case PCOLL_SYNC: return &pcoll_sync_ops;
-    case PCOLL_SOLO: return &pcoll_solo_ops;
+    case PCOLL_QUORUM: return &pcoll_quorum_ops;
     case PCOLL_MAJORITY: return &pcoll_majority_ops;
     case PCOLL_WAGMA: return &pcoll_wagma_ops;
-    case PCOLL_QUORUM: return &pcoll_quorum_ops;
     default: return NULL;
     }
 }
@@ -62,9 +61,6 @@ static void free_context(pcoll_t *c)
     free(c->members);
     free(c->tokens_sent);
     free(c->tokens_received);
-    free(c->token_reqs);
-    free(c->token_in);
-    free(c->token_done);
     free(c);
 }
 
@@ -80,11 +76,8 @@ static int allocate(pcoll_t *c)
     c->members = malloc(p * sizeof *c->members);
     c->tokens_sent = calloc(p, sizeof *c->tokens_sent);
     c->tokens_received = calloc(p, sizeof *c->tokens_received);
-    c->token_reqs = malloc(p * sizeof *c->token_reqs);
-    c->token_in = malloc(p * sizeof *c->token_in);
-    c->token_done = malloc(p * sizeof *c->token_done);
     return c->app_buf && c->pending && c->work && c->scratch && c->model && c->steps && c->members &&
-           c->tokens_sent && c->tokens_received && c->token_reqs && c->token_in && c->token_done;
+           c->tokens_sent && c->tokens_received;
 }
 
 static int valid_options(const pcoll_options *o)
@@ -154,6 +147,7 @@ int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t
     c->len = count + (size_t)META_WIDTH * (size_t)c->size;
     c->mask_words = ((size_t)c->size + 63) / 64;
     c->quorum = c->ops->quorum ? c->ops->quorum(c) : 1;
+    c->ring = count * sizeof(float) >= (opt->ring_min_bytes ? opt->ring_min_bytes : PCOLL_RING_MIN_BYTES);
     int rc = c->len > INT_MAX || c->quorum > c->size ? PCOLL_ERR_ARG : allocate(c) ? PCOLL_OK : PCOLL_ERR_NOMEM;
     if (rc == PCOLL_OK && align_clock(c) != MPI_SUCCESS) rc = PCOLL_ERR_MPI;
     if (rc == PCOLL_OK) rc = pcoll_tokens_init(c);
@@ -180,14 +174,15 @@ int pcoll_post(pcoll_t *c, const float *contribution)
     } else {
         uint64_t n = c->posts;
         int late = c->cur > n || (c->in_round && c->cur == n), did = 0;
-        int counts = !late && !c->ops->is_sync(c, n) && c->ops->activates(c, n);
+        int counts = !late && c->tokens && !c->ops->is_sync(c, n) && c->ops->counts(c, n, c->rank);
         c->t_post = pcoll_now(c);
-        /* Tokens already here may mean that round n is activated: no need to send ours (every rank receives the
-         * tokens that activated it). Ours goes out before the copy-in, so that the other ranks start while it runs. */
-        if (counts && c->activated <= n) rc = pcoll_tokens_poll(c, &did);
-        if (rc == PCOLL_OK && counts && c->activated <= n) {
-            if (pcoll_tokens_count(c, n)) c->self_activated = n + 1;
-            rc = pcoll_tokens_send(c, n);
+        /* What already arrived may say that round n is activated: then this post is not news to anyone. */
+        if (counts && !pcoll_activated(c, n)) rc = pcoll_tokens_poll(c, &did);
+        if (rc == PCOLL_OK && counts && !pcoll_activated(c, n)) rc = pcoll_schedule_poll_first(c, &did);
+        if (rc == PCOLL_OK && counts && !pcoll_activated(c, n)) {
+            pcoll_tokens_post(c, n);
+            /* A large copy-in takes long: the others learn of this post first. */
+            if (c->ring) rc = pcoll_tokens_flush(c);
         }
         if (late && c->ops->late) {
             c->ops->late(c, contribution);
@@ -197,8 +192,8 @@ int pcoll_post(pcoll_t *c, const float *contribution)
             c->app_call = n;
         }
         c->posts++;
-        /* Start the round, but leave its transfers to the waiter: a large result then goes straight into the
-         * buffer that wait names. */
+        /* Start this rank's part of the round, but leave its transfers to the waiter: a large result then goes
+         * straight into the buffer that wait names. */
         if (rc == PCOLL_OK) rc = pcoll_kick(c);
     }
     c->app_left = MPI_Wtime();
@@ -289,17 +284,6 @@ int pcoll_get_rounds(pcoll_t *c, size_t first, size_t n, pcoll_round *out)
     return ok ? PCOLL_OK : PCOLL_ERR_ARG;
 }
 
-int pcoll_get_round_mask(pcoll_t *c, size_t index, unsigned char *mask)
-{
-    if (!c || !mask) return PCOLL_ERR_ARG;
-    pthread_mutex_lock(&c->lock);
-    int ok = index < c->nrecords;
-    const uint64_t *bits = ok ? c->masks + index * c->mask_words : NULL;
-    for (int j = 0; ok && j < c->size; j++) mask[j] = (bits[j / 64] >> (j % 64)) & 1;
-    pthread_mutex_unlock(&c->lock);
-    return ok ? PCOLL_OK : PCOLL_ERR_ARG;
-}
-
 /* Drive progress (this thread alone) until req completes, or with req NULL until every round < closing_rounds
  * completed. */
 static int drive(pcoll_t *c, MPI_Request *req)
@@ -327,7 +311,7 @@ static int finish_rounds(pcoll_t *c)
     int rc = drive(c, &req);
     if (rc) return rc;
     /* Every rank is closing, so no new round can be activated: agree on how many were, anywhere. */
-    uint64_t local = c->activated > c->posts ? c->activated : c->posts, rounds = 0;
+    uint64_t local = c->know[0] > c->posts ? c->know[0] : c->posts, rounds = 0;
     if (c->cur + (uint64_t)c->in_round > local) local = c->cur + (uint64_t)c->in_round;
     PCOLL_MPI(c, MPI_Iallreduce(&local, &rounds, 1, MPI_UINT64_T, MPI_MAX, c->comm, &req));
     rc = drive(c, &req);
@@ -335,6 +319,7 @@ static int finish_rounds(pcoll_t *c)
     c->closing_rounds = rounds;
     c->closing = 1;
     rc = drive(c, NULL);
+    if (rc == PCOLL_OK) rc = pcoll_schedule_cancel(c); /* the first receive of a round nobody starts */
     return rc ? rc : pcoll_tokens_drain(c);
 }
 

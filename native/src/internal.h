@@ -3,8 +3,8 @@
  *
  * One struct pcoll holds all mutable state (there is no other). c->lock guards every field below "guarded" and
  * every MPI call on c->comm; whichever thread holds it drives progress (pcoll_progress). The kinds differ only in
- * the hooks of struct pcoll_kind_ops (sync.c, solo.c, majority.c, wagma.c, quorum.c); the round driver
- * (progress.c), the activation tokens (activation.c) and the allreduce schedules (allreduce.c) are shared.
+ * the hooks of struct pcoll_kind_ops (quorum.c, majority.c, wagma.c); the round driver (progress.c), the
+ * activation (activation.c) and the allreduce schedules (allreduce.c) are shared.
  */
 #ifndef PCOLL_INTERNAL_H
 #define PCOLL_INTERNAL_H
@@ -22,7 +22,18 @@ enum { PCOLL_TAG_DATA = 1, PCOLL_TAG_TOKEN = 2, PCOLL_TAG_CLOCK = 3 };
 /* Per-rank metadata slot appended to every reduced vector: each rank writes only its own slot, so the sum
  * delivers every rank's values exactly. */
 enum { META_FLAGS = 0, META_GRADIENTS = 1, META_T_HI = 2, META_T_LO = 3, META_WIDTH = 4 };
-enum { FLAG_CONTRIBUTED = 1, FLAG_FRESH = 2, FLAG_ACTIVATOR = 4 };
+/* The flags of a slot: what the rank put in, and what its data tells the activation (activation.c): it knew the
+ * round activated (ACTIVATED), its own post of the call was counted and sent on every edge (ROOT), the data stands
+ * for a token its sender owed on that edge (TOKEN); the message's hops, times FLAG_HOPS, above them (a float holds
+ * the integers exactly). */
+enum {
+    FLAG_CONTRIBUTED = 1,
+    FLAG_FRESH = 2,
+    FLAG_ACTIVATED = 4,
+    FLAG_ROOT = 8,
+    FLAG_TOKEN = 16,
+    FLAG_HOPS = 32
+};
 
 /* What this rank put into a round: set by a kind's contribute hook. */
 struct pcoll_take {
@@ -31,16 +42,15 @@ struct pcoll_take {
 };
 
 struct pcoll_kind_ops {
-    /* Round n waits for every rank's post of call n (no activation token). */
+    /* Round n waits for every rank's post of call n (no activation). */
     int (*is_sync)(const pcoll_t *c, uint64_t n);
-    /* This rank's post of call n counts towards activating (non-sync) round n: unless the round is known to be
-     * activated already, it sends a token to every other rank, and c->quorum such posts activate it. */
-    int (*activates)(const pcoll_t *c, uint64_t n);
+    /* Whether rank r's post of call n counts towards activating (non-sync) round n: c->quorum such posts do. */
+    int (*counts)(const pcoll_t *c, uint64_t n, int r);
     /* How many counting posts of a call activate its round, 1 <= k <= size, fixed at creation; NULL: 1. */
     int (*quorum)(const pcoll_t *c);
-    /* The initiator of a non-sync round from its reduced metadata (meta: META_WIDTH floats per rank) and its post
-     * time into *t; NULL: the activator with the earliest post. */
-    int (*initiator)(const pcoll_t *c, const float *meta, double *t);
+    /* The initiator of non-sync round n from its reduced metadata (META_WIDTH floats per rank) and its post time
+     * into *t; -1 if the metadata does not say. */
+    int (*initiator)(const pcoll_t *c, uint64_t n, const float *meta, double *t);
     /* Point c->src at this rank's contribution to round n, count floats that stay unchanged until the round
      * completes (c->work, filled here, or a buffer of the kind's own); under the lock. */
     void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
@@ -54,8 +64,7 @@ struct pcoll_kind_ops {
     int sync_kind, async_kind; /* enum pcoll_round_kind of synchronous and other rounds */
 };
 
-extern const struct pcoll_kind_ops pcoll_sync_ops, pcoll_solo_ops, pcoll_majority_ops, pcoll_wagma_ops,
-    pcoll_quorum_ops;
+extern const struct pcoll_kind_ops pcoll_quorum_ops, pcoll_majority_ops, pcoll_wagma_ops;
 
 /* The vectors a schedule step names (resolved when the step is posted): the rank's own contribution, the partial
  * sums, where the round's result goes (c->work, or the waiting application's buffer). Summing steps receive into
@@ -64,9 +73,9 @@ enum pcoll_role { ROLE_SRC, ROLE_WORK, ROLE_DST };
 
 /* What a step does with the floats it received (offsets: recv_off of the named vectors). */
 enum pcoll_op {
-    OP_NONE,  /* received in place */
-    OP_SUM,   /* received into scratch; work = add_from + scratch */
-    OP_FINAL, /* received into scratch; dst = (add_from + scratch) / divisor: this part of the result is done */
+    OP_NONE,   /* received in place */
+    OP_SUM,    /* received into scratch; work = add_from + scratch */
+    OP_FINAL,  /* received into scratch; dst = (add_from + scratch) / divisor: this part of the result is done */
     OP_FORMED, /* received in place: the whole result, formed by another member */
 };
 
@@ -78,10 +87,10 @@ struct pcoll_step {
     unsigned char send_from, recv_into, add_from, op;
 };
 
-/* A batch of activation tokens in flight (one per peer). */
+/* A batch of activation tokens in flight (at most one per edge), each message c->token_words uint64s. */
 struct pcoll_tokens {
-    uint64_t id;
     MPI_Request *reqs;
+    uint64_t *msgs;
     int n;
     struct pcoll_tokens *next;
 };
@@ -102,9 +111,17 @@ struct pcoll {
     size_t mask_words;          /* uint64 words of one contributor mask */
     pcoll_options opt;
     const struct pcoll_kind_ops *ops;
+    int quorum;                 /* counting posts of a call that activate its round (ops->quorum) */
+    int ring;                   /* the contribution is large: reduced by the ring (pcoll_options.ring_min_bytes) */
     double t0;                  /* local MPI_Wtime that corresponds to rank 0's clock at creation */
     pthread_t thread;
     int thread_started;
+    /* the activation's edges (activation.c): a virtual hypercube over the ranks, the first ones folded in pairs */
+    int tokens;                 /* activation messages are needed at all (some round may start before a post) */
+    size_t know_words;          /* uint64s of one piece of knowledge: the round, then (counting) post bits */
+    size_t token_words;         /* uint64s of one token: its hops, then a piece of knowledge */
+    int ndims, nedges;          /* hypercube edges (0 for a folded rank), all edges (the fold edge last) */
+    int *edge_peer;             /* nedges */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -127,23 +144,31 @@ struct pcoll {
     int pending_grads;
     double t_post;              /* time of the last post */
 
-    int quorum;                 /* counting posts of a call that activate its round (ops->quorum) */
-    uint64_t activated;         /* rounds < activated are known to be activated */
-    uint64_t counted_round;     /* 1 + the round whose counting posts are being counted (0: none) */
-    int counted;                /* counting posts of that round's call known here */
-    uint64_t self_activated;    /* 1 + the last round this rank's own post activated (0: none) */
-    uint64_t hint_round;        /* 1 + the round named by the latest token that raised activated (0: none) */
+    /* activation knowledge (activation.c): know[0] = a means rounds < a are known to be activated; know[1..] the
+     * ranks whose counting posts of call a are known */
+    uint64_t *know;
+    uint64_t *owe, *sent;       /* per edge: knowledge owed on it, knowledge sent on it (nedges pieces) */
+    uint64_t *scratch_know;     /* two pieces, for what a message says */
+    int know_hops;              /* hops of the message that last raised know[0] */
+    int batch_hops;             /* the most hops among messages learnt since the last batch of sends */
+    int batch_sent;             /* activation messages sent in the current batch */
+    uint64_t root_round;        /* 1 + the last call whose post this rank counted and sent on every edge */
+    uint64_t hint_round;        /* know[0] when a message last raised it (0: none) */
     int hint_src;
     double hint_time;
 
     uint64_t cur;               /* the round in progress, or the next to start */
     int in_round;
+    int start_hops;             /* hops of the round in progress (pcoll_round.hops) */
     float *work, *scratch;      /* len floats each */
     const float *src;           /* this rank's contribution to the round in progress (count floats) */
     float *dst;                 /* where the round's result goes: work, or wait_out (delivered directly) */
     int result_in_work;         /* the round's result must be formed in work (a folded partner receives it) */
     struct pcoll_step *steps;
     int nsteps, step, step_posted;
+    uint64_t sched_round;       /* 1 + the round the steps are built for (0: none) */
+    int first_early;            /* step 0's receive was posted before the round started */
+    int first_read;             /* step 0's received metadata was read by the activation */
     MPI_Request step_reqs[2];
     int *members;
     int group;
@@ -152,8 +177,8 @@ struct pcoll {
     uint64_t closing_rounds;    /* during close: every round < this starts without activation */
     int closing;
 
-    MPI_Request *token_reqs;    /* a standing receive of activation tokens from each peer (size entries) */
-    uint64_t *token_in;
+    MPI_Request *token_reqs;    /* a standing receive of tokens on each edge (nedges) */
+    uint64_t *token_in;         /* nedges tokens */
     int *token_done;            /* scratch for MPI_Testsome */
     struct pcoll_tokens *token_out;  /* batches in flight */
     struct pcoll_tokens *token_free; /* completed batches, for reuse (no allocation per round) */
@@ -184,34 +209,36 @@ void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n);
 
 /* activation.c */
 int pcoll_tokens_init(pcoll_t *c);
-int pcoll_tokens_send(pcoll_t *c, uint64_t n);
-int pcoll_tokens_count(pcoll_t *c, uint64_t n);
+int pcoll_activated(const pcoll_t *c, uint64_t n);
+void pcoll_tokens_post(pcoll_t *c, uint64_t n);
+int pcoll_tokens_plan(pcoll_t *c, uint64_t n, int peer, int *data_first);
+int pcoll_tokens_flush(pcoll_t *c);
 int pcoll_tokens_poll(pcoll_t *c, int *did);
+void pcoll_tokens_data(pcoll_t *c, uint64_t n, int peer, const float *meta);
 int pcoll_tokens_drain(pcoll_t *c);
 void pcoll_tokens_free(pcoll_t *c);
 
 /* allreduce.c */
-int pcoll_schedule_build(pcoll_t *c, const int *members, int m);
+int pcoll_schedule_build(pcoll_t *c, const int *members, int m); /* the steps alone, for members[] */
+int pcoll_schedule_prepare(pcoll_t *c, int *did);                 /* round c->cur's steps, its first receive */
+int pcoll_schedule_poll_first(pcoll_t *c, int *did);
 int pcoll_schedule_start(pcoll_t *c);
 int pcoll_schedule_progress(pcoll_t *c, int *done, int *did);
+int pcoll_schedule_first_peer(const pcoll_t *c);
+int pcoll_schedule_cancel(pcoll_t *c);
 float pcoll_round_divisor(pcoll_t *c); /* progress.c: from the reduced metadata */
 float *pcoll_round_dst(pcoll_t *c);    /* progress.c: where the result of the round in progress goes */
 
-/* solo.c: the eager contribution rules shared by sync, solo and majority */
+/* quorum.c: the eager contribution rules that quorum and majority share */
 void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take);
 void pcoll_eager_late(pcoll_t *c, const float *contribution);
 int pcoll_all_ranks(const pcoll_t *c, uint64_t n, int *members, int *m);
 float pcoll_eager_divisor(const pcoll_t *c, const pcoll_round *r);
 int pcoll_periodic_sync(const pcoll_t *c, uint64_t n);
-int pcoll_always(const pcoll_t *c, uint64_t n);
-
-/* The hooks of the eager kinds (sync, solo, majority), which differ only in when a round starts. */
-#define PCOLL_EAGER_OPS(is_sync_, activates_, async_kind_)                                                     \
-    {                                                                                                         \
-        .is_sync = (is_sync_), .activates = (activates_), .contribute = pcoll_eager_contribute,               \
-        .late = pcoll_eager_late, .group = pcoll_all_ranks, .divisor = pcoll_eager_divisor,                   \
-        .sync_kind = PCOLL_ROUND_SYNC, .async_kind = (async_kind_)                                            \
-    }
+int pcoll_every_post(const pcoll_t *c, uint64_t n, int r);
+double pcoll_post_time(const float *slot);
+/* The rank whose post was the c->quorum-th among the fresh ones (an initiator hook). */
+int pcoll_kth_fresh(const pcoll_t *c, uint64_t n, const float *meta, double *t);
 
 #define PCOLL_MPI(c, call)                                                                                    \
     do {                                                                                                      \

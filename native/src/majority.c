@@ -1,6 +1,7 @@
 /*
  * majority.c: eager-majority, round n activated only by the post of rank init(n), drawn by splitmix64 from the
- * seed shared by every rank (the simulator uses the very same function, so both pick the same initiators).
+ * seed shared by every rank (the simulator uses the very same function, so both pick the same initiators); the
+ * eager contributions of quorum.c.
  */
 #include "internal.h"
 
@@ -12,10 +13,34 @@ static uint64_t splitmix64(uint64_t seed, uint64_t n)
     return z ^ (z >> 31);
 }
 
-static int majority_activates(const pcoll_t *c, uint64_t n)
+static int init_rank(const pcoll_t *c, uint64_t n)
 {
-    return splitmix64(c->opt.seed, n) % (uint64_t)c->size == (uint64_t)c->rank;
+    return (int)(splitmix64(c->opt.seed, n) % (uint64_t)c->size);
 }
 
-const struct pcoll_kind_ops pcoll_majority_ops =
-    PCOLL_EAGER_OPS(pcoll_periodic_sync, majority_activates, PCOLL_ROUND_ASYNC);
+static int majority_counts(const pcoll_t *c, uint64_t n, int r)
+{
+    return init_rank(c, n) == r;
+}
+
+/* init(n), when its post is in the round (always, unless close started the round). */
+static int majority_initiator(const pcoll_t *c, uint64_t n, const float *meta, double *t)
+{
+    int r = init_rank(c, n);
+    const float *slot = meta + (size_t)META_WIDTH * (size_t)r;
+    if (!((int)slot[META_FLAGS] & FLAG_FRESH)) return -1;
+    *t = pcoll_post_time(slot);
+    return r;
+}
+
+const struct pcoll_kind_ops pcoll_majority_ops = {
+    .is_sync = pcoll_periodic_sync,
+    .counts = majority_counts,
+    .initiator = majority_initiator,
+    .contribute = pcoll_eager_contribute,
+    .late = pcoll_eager_late,
+    .group = pcoll_all_ranks,
+    .divisor = pcoll_eager_divisor,
+    .sync_kind = PCOLL_ROUND_SYNC,
+    .async_kind = PCOLL_ROUND_ASYNC,
+};

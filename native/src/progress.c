@@ -48,40 +48,47 @@ int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code)
     return status;
 }
 
+/* Round n may start here: this rank posted call n (its contribution is then fixed), or knows the round was
+ * activated; a synchronous round only on the post. */
 static int can_start(const pcoll_t *c, uint64_t n)
 {
     if (c->closing) return n < c->closing_rounds;
-    return c->ops->is_sync(c, n) ? c->posts > n : c->activated > n;
+    return c->posts > n || (!c->ops->is_sync(c, n) && pcoll_activated(c, n));
 }
 
+/* Take this rank's contribution, fill its metadata slot and post the first step, with the activation messages
+ * this start owes (the first step's message standing for one of them where it can: activation.c). */
 static int start_round(pcoll_t *c)
 {
     uint64_t n = c->cur;
-    int m = 0;
+    int did = 0, data_first = 1, sync = c->ops->is_sync(c, n);
+    int rc = pcoll_schedule_prepare(c, &did);
+    if (rc) return rc;
     c->ops->contribute(c, n, &c->take);
+    int flags = sync ? 0 : pcoll_tokens_plan(c, n, pcoll_schedule_first_peer(c), &data_first);
+    c->start_hops = !sync && !c->take.fresh && pcoll_activated(c, n) ? c->know_hops : 0;
     float *meta = c->work + c->count;
     memset(meta, 0, (c->len - c->count) * sizeof(float));
     float *mine = meta + (size_t)META_WIDTH * (size_t)c->rank;
-    int activator = c->self_activated == n + 1;
     mine[META_FLAGS] = (float)((c->take.gradients > 0 ? FLAG_CONTRIBUTED : 0) | (c->take.fresh ? FLAG_FRESH : 0) |
-                               (activator ? FLAG_ACTIVATOR : 0));
+                               flags);
     mine[META_GRADIENTS] = (float)c->take.gradients;
     if (c->take.fresh) {
         mine[META_T_HI] = (float)c->t_post;
         mine[META_T_LO] = (float)(c->t_post - (double)mine[META_T_HI]);
     }
-    c->group = c->ops->group(c, n, c->members, &m);
     c->in_round = 1;
     c->dst = NULL;
-    return pcoll_schedule_build(c, c->members, m);
+    if (!data_first) rc = pcoll_tokens_flush(c);
+    if (rc == PCOLL_OK) rc = pcoll_schedule_start(c);
+    return rc == PCOLL_OK && data_first ? pcoll_tokens_flush(c) : rc;
 }
 
 int pcoll_kick(pcoll_t *c)
 {
     if (c->failed) return c->failed;
-    if (c->in_round || !can_start(c, c->cur)) return PCOLL_OK;
-    int rc = start_round(c);
-    return rc ? rc : pcoll_schedule_start(c);
+    if (c->in_round || !can_start(c, c->cur)) return pcoll_tokens_flush(c);
+    return start_round(c);
 }
 
 /* Make room for one more record (with its mask) and one more queued result. */
@@ -113,32 +120,42 @@ static int reserve(pcoll_t *c)
 static void summarise(const pcoll_t *c, pcoll_round *r, uint64_t *mask)
 {
     const float *meta = c->work + c->count;
-    int best = -1, sync = c->ops->is_sync(c, c->cur);
-    double best_t = 0.0;
+    int last = -1, sync = c->ops->is_sync(c, c->cur);
+    double last_t = 0.0;
     if (mask) memset(mask, 0, c->mask_words * sizeof *mask);
     r->contributors = r->fresh = r->gradients = 0;
     for (int j = 0; j < c->size; j++) {
         const float *s = meta + (size_t)META_WIDTH * (size_t)j;
         int flags = (int)s[META_FLAGS];
-        double t = (double)s[META_T_HI] + (double)s[META_T_LO];
         r->gradients += (int)s[META_GRADIENTS];
         if (flags & FLAG_CONTRIBUTED) {
             r->contributors++;
             if (mask) mask[j / 64] |= UINT64_C(1) << (j % 64);
         }
-        if (flags & FLAG_FRESH) r->fresh++;
-        int candidate = sync ? (flags & FLAG_FRESH) != 0 : (flags & FLAG_ACTIVATOR) != 0;
-        if (candidate && (best < 0 || (sync ? t > best_t : t < best_t))) {
-            best = j;
-            best_t = t;
+        if (!(flags & FLAG_FRESH)) continue;
+        r->fresh++;
+        if (last < 0 || pcoll_post_time(s) > last_t) {
+            last = j;
+            last_t = pcoll_post_time(s);
         }
     }
-    r->kind = c->ops->is_sync(c, c->cur) ? c->ops->sync_kind : c->ops->async_kind;
-    r->initiator = best;
-    r->t_trigger = best_t;
-    if (best < 0 && c->hint_round == c->cur + 1) {
+    r->kind = sync ? c->ops->sync_kind : c->ops->async_kind;
+    r->initiator = last; /* a synchronous round: the last to post */
+    r->t_trigger = last_t;
+}
+
+/* The initiator of a completed round that was not synchronous: the kind's, from the metadata; else (no member
+ * posted: a wagma group round activated elsewhere, or a round close started) the rank whose message told this
+ * rank of the activation, and when it arrived; else -1. */
+static void name_initiator(const pcoll_t *c, pcoll_round *r)
+{
+    if (c->ops->is_sync(c, c->cur)) return;
+    r->initiator = c->ops->initiator(c, c->cur, c->work + c->count, &r->t_trigger);
+    if (r->initiator < 0 && c->hint_round == c->cur + 1) {
         r->initiator = c->hint_src;
         r->t_trigger = c->hint_time;
+    } else if (r->initiator < 0) {
+        r->t_trigger = -1.0;
     }
 }
 
@@ -161,9 +178,9 @@ static int finish_round(pcoll_t *c)
     pcoll_round *r = &c->records[c->nrecords];
     r->round = c->cur;
     r->group = c->group;
+    r->hops = c->start_hops;
     summarise(c, r, c->masks + c->nrecords * c->mask_words);
-    if (c->ops->initiator && !c->ops->is_sync(c, c->cur))
-        r->initiator = c->ops->initiator(c, c->work + c->count, &r->t_trigger);
+    name_initiator(c, r);
     r->t_done = pcoll_now(c);
     struct pcoll_result *q = &c->results[(c->results_head + c->results_count) % c->results_cap];
     if (!c->dst) { /* recursive doubling, or a group of one: the result is formed here */
@@ -185,6 +202,10 @@ static int finish_round(pcoll_t *c)
     c->nrecords++;
     c->in_round = 0;
     c->cur++;
+    if (c->know[0] < c->cur) { /* a completed round was activated, whether or not this rank was told */
+        memset(c->know, 0, c->know_words * sizeof *c->know);
+        c->know[0] = c->cur;
+    }
     return PCOLL_OK;
 }
 
@@ -194,8 +215,9 @@ int pcoll_progress(pcoll_t *c, int *did)
     int rc = PCOLL_OK;
     while (rc == PCOLL_OK) {
         if (!c->in_round) {
-            /* Tokens matter only to decide whether the next round may start: no polling them mid-round. */
-            if (!can_start(c, c->cur)) rc = pcoll_tokens_poll(c, did);
+            rc = pcoll_schedule_prepare(c, did);
+            if (rc == PCOLL_OK && !can_start(c, c->cur)) rc = pcoll_tokens_poll(c, did);
+            if (rc == PCOLL_OK && !can_start(c, c->cur)) rc = pcoll_schedule_poll_first(c, did);
             if (rc || !can_start(c, c->cur)) break;
             rc = start_round(c);
             *did = 1;
@@ -209,7 +231,10 @@ int pcoll_progress(pcoll_t *c, int *did)
          * next contribution would miss a round that another rank's token already activated. */
         if (c->app_driving) break;
     }
-    return rc;
+    /* Forward what other ranks' tokens oblige (in a round too, so that those waiting on this rank's edges do not
+     * wait for the round). */
+    if (rc == PCOLL_OK && c->in_round) rc = pcoll_tokens_poll(c, did);
+    return rc == PCOLL_OK ? pcoll_tokens_flush(c) : rc;
 }
 
 static void *progress_thread(void *arg)

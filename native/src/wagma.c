@@ -4,7 +4,8 @@
  * base-S digits of P - 1 (at least one); round n uses phase s = n mod phases, and the group of rank i is every
  * rank j < P that differs from i only in digit s (for powers of two: only in bits [s log2 S, (s+1) log2 S)).
  * Each rank contributes the vector it last posted (stale if late; zeros, not counted, before its first post).
- * Periodic sync rounds are global sums. The result is a plain sum: the caller weighs it.
+ * Periodic sync rounds are global sums. The result is a plain sum: the caller weighs it. The initiator is the
+ * group's earliest fresh poster (every rank that posted before it knew of the round activated it).
  */
 #include "internal.h"
 
@@ -72,7 +73,8 @@ static float wagma_divisor(const pcoll_t *c, const pcoll_round *r)
 
 const struct pcoll_kind_ops pcoll_wagma_ops = {
     .is_sync = pcoll_periodic_sync,
-    .activates = pcoll_always,
+    .counts = pcoll_every_post,
+    .initiator = pcoll_kth_fresh,
     .contribute = wagma_contribute,
     .late = NULL, /* a late post is kept like any other: the vector last posted is the model */
     .group = wagma_group,

@@ -16,12 +16,17 @@
 
 static int rank, size;
 
-/* A handle of the given kind on MPI_COMM_WORLD (NULL on failure). */
+/* A handle of the given kind on MPI_COMM_WORLD (NULL on failure); the quorum kind as sync: a quorum of every rank,
+ * every round synchronous. */
 static pcoll_t *create(int kind, size_t count, size_t ring_min_bytes, int group_size)
 {
     pcoll_options opt;
     pcoll_options_default(&opt);
     opt.kind = kind;
+    if (kind == PCOLL_QUORUM) {
+        opt.quorum = size;
+        opt.sync_period = 1;
+    }
     opt.ring_min_bytes = ring_min_bytes;
     opt.group_size = group_size;
     pcoll_t *c = NULL;
@@ -31,7 +36,7 @@ static pcoll_t *create(int kind, size_t count, size_t ring_min_bytes, int group_
 static int run_sync(size_t count, size_t ring_min_bytes, int rounds)
 {
     int errs = 0;
-    pcoll_t *c = create(PCOLL_SYNC, count, ring_min_bytes, 2);
+    pcoll_t *c = create(PCOLL_QUORUM, count, ring_min_bytes, 2);
     if (!c) return 1;
     float *x = malloc(count * sizeof *x), *out = malloc(count * sizeof *out);
     for (int n = 0; n < rounds; n++) {

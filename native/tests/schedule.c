@@ -22,6 +22,7 @@ static int longest(int m, size_t count)
         c.size = m;
         c.count = count;
         c.len = count + META_WIDTH * (size_t)m;
+        c.ring = count * sizeof(float) >= PCOLL_RING_MIN_BYTES;
         c.work = calloc(c.len, sizeof(float));
         c.steps = malloc((2 * (size_t)m + 70) * sizeof *c.steps);
         c.src = c.work;
