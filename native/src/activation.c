@@ -12,27 +12,28 @@
  *
  * What travels is knowledge, a lattice: (a, B) says rounds < a are activated and the ranks in B posted call a
  * (B only where 1 < k < P, to count). Two pieces join by taking the larger round, or the union at the same round;
- * k bits make (a + 1, {}). Every rank keeps what it knows, and per edge what it owes and what it sent.
+ * k posts make (a + 1, {}). Every rank keeps what it knows, and per edge what it owes and what it sent.
  *
  * The edges form a hypercube over virtual ranks, as recursive doubling does: with p2 the largest power of two
  * <= P and rem = P - p2, the first 2 rem ranks pair up (an even rank is folded into the odd one above it, which
- * takes its place); dimension j joins the virtual ranks that differ in bit j. Knowledge learnt from one's own
- * post is owed on every edge; knowledge received on dimension j is owed on the dimensions above j and on the fold
- * edge; received by an odd rank from its folded partner, on every dimension; received by a folded rank, nowhere.
- * Sends go in that order (dimensions ascending, the fold edge last). So one poster's news is a binomial tree
- * broadcast: it reaches a virtual rank whose offset has highest bit j after at most j + 1 messages, counting a
- * rank's successive sends as a chain, and any rank after at most ceil(log2 P) + 1 (log2 P when P is a power of
- * two). Several posters merge: a rank sends on an edge only what it knows beyond what it sent there, and a token
- * received on a dimension edge counts as sent back on it (its sender owes everything the reply would have
- * asked of it). Each knowledge change costs at most one message per edge, so a round costs O(P log P) messages
- * at worst and O(P) for one poster.
+ * takes its place); dimension j joins the virtual ranks that differ in bit j. A piece learnt from one's own post
+ * is owed on every edge; received on dimension j, on the dimensions above j and on the fold edge; received by an
+ * odd rank from its folded partner, on every dimension; received by a folded rank, nowhere. Sends go in that
+ * order (dimensions ascending, the fold edge last), and a token carries what its edge is owed, nothing more. So
+ * each post's news is a binomial tree broadcast of its own: it reaches a virtual rank whose offset from the
+ * poster has highest bit j after at most j + 1 messages, counting a rank's successive sends of it as a chain,
+ * and any rank after at most ceil(log2 P) + 1 (log2 P when P is a power of two). Every piece carries that count
+ * (its hops), and a rank records the hops of the piece that told it its round was activated (pcoll_round.hops).
+ * Pieces merge: a rank sends on an edge only what is owed there beyond what it sent, and a token received on a
+ * dimension edge counts as sent back on it (its sender owes everything the reply would ask of it). A round
+ * costs at most one message per edge and knowledge change: O(P) messages for one poster.
  *
- * The reduction's first message doubles as a token: its sender's metadata slot says what it knew (activated;
- * its own post counted and broadcast; whether the message stands for a token it owed on that edge, and the
- * message's hops). A rank keeps the receive of its next round's first message posted while it waits, so a
- * partner's data starts it as a token would, and the token on that edge is not sent. Each rank keeps one token
- * receive standing per edge (at most log2 P + 1), and sent and received tokens are counted per peer so that
- * close can drain the ones still in flight.
+ * The reduction's first message doubles as a token where it goes where a token is owed first and is its
+ * receiver's first receive: its sender's metadata slot says so (FLAG_TOKEN), what it stands for (round n
+ * activated, or the sender's own post) and its hops. A rank keeps the receive of its next round's first message
+ * posted while it waits, so such a message starts it as a token would. Each rank keeps one token receive
+ * standing per edge (at most log2 P + 1), and sent and received tokens are counted per peer so that close can
+ * drain the ones still in flight.
  */
 #include "internal.h"
 
@@ -41,6 +42,10 @@
 
 /* Via: knowledge from this rank's own post (owed on every edge) or from a message that owes nothing. */
 enum { VIA_OWN = -1, VIA_NONE = -2 };
+/* Token layout (uint64s): the hops of "rounds < a are activated", the piece (the round a, then when counting the
+ * post bits of call a), then (counting) one byte of hops per rank. */
+enum { TOKEN_HOPS = 0, TOKEN_PIECE = 1 };
+enum { HOPS_MAX = 255 };
 
 static uint64_t *piece(const pcoll_t *c, uint64_t *pieces, int i)
 {
@@ -65,28 +70,24 @@ static void join(const pcoll_t *c, uint64_t *dst, const uint64_t *src)
     }
 }
 
-/* k known posts of call a: round a is activated */
-static void normalise(const pcoll_t *c, uint64_t *k)
+static int has_bit(const uint64_t *k, int r)
 {
-    int posts = 0;
-    for (size_t w = 1; w < c->know_words; w++) posts += __builtin_popcountll(k[w]);
-    if (c->know_words > 1 && posts >= c->quorum) {
-        k[0]++;
-        memset(k + 1, 0, (c->know_words - 1) * sizeof *k);
-    }
+    return (k[1 + r / 64] >> (r % 64)) & 1;
 }
 
-/* k = "rank r posted call n, and its post counts" (a quorum of one: round n is activated). */
+static int posts(const pcoll_t *c, const uint64_t *k)
+{
+    int n = 0;
+    for (size_t w = 1; w < c->know_words; w++) n += __builtin_popcountll(k[w]);
+    return n;
+}
+
+/* k = "rank r posted call n, and its post counts": with a quorum of one, round n is activated. */
 static void posted(const pcoll_t *c, uint64_t n, int r, uint64_t *k)
 {
     memset(k, 0, c->know_words * sizeof *k);
-    k[0] = n;
-    if (c->know_words == 1) {
-        k[0] = n + 1;
-    } else {
-        k[1 + r / 64] |= UINT64_C(1) << (r % 64);
-        normalise(c, k);
-    }
+    k[0] = n + (c->know_words == 1);
+    if (c->know_words > 1) k[1 + r / 64] |= UINT64_C(1) << (r % 64);
 }
 
 static int edge_of(const pcoll_t *c, int peer)
@@ -96,27 +97,77 @@ static int edge_of(const pcoll_t *c, int peer)
     return -1;
 }
 
-/* Merge k, learnt via an edge (or VIA_OWN, VIA_NONE) in a message of `hops` from src (-1: none). */
-static void learn(pcoll_t *c, const uint64_t *k, int via, int hops, int src)
+/* The edges [*lo, *hi) that a piece learnt via `via` is owed on. */
+static void owed_edges(const pcoll_t *c, int via, int *lo, int *hi)
 {
-    uint64_t before = c->know[0];
-    join(c, c->know, k);
-    normalise(c, c->know);
-    if (c->know[0] > before) {
-        c->know_hops = hops;
-        if (src >= 0) {
-            c->hint_round = c->know[0];
-            c->hint_src = src;
-            c->hint_time = pcoll_now(c);
+    *lo = 0;
+    *hi = c->nedges;
+    if (via == VIA_NONE) *hi = 0;
+    else if (via >= 0 && via < c->ndims) *lo = via + 1; /* a dimension: the ones above, and the fold edge */
+    else if (via >= 0 && c->ndims > 0) *hi = c->ndims;  /* an odd rank's fold edge: every dimension */
+    else if (via >= 0) *hi = 0;                         /* a folded rank: nothing */
+}
+
+/* How many sends of a piece learnt via `via` go up to and including the one on edge e (its hops there). */
+static int position(const pcoll_t *c, int via, int e)
+{
+    int lo, hi;
+    owed_edges(c, via, &lo, &hi);
+    return e >= lo && e < hi ? e - lo + 1 : e + 1;
+}
+
+static int add_hops(int hops, int more)
+{
+    return hops + more > HOPS_MAX ? HOPS_MAX : hops + more;
+}
+
+/* Owe piece k (its round's hops here: hops) on the edges a piece learnt via `via` is owed on. */
+static void oblige(pcoll_t *c, const uint64_t *k, int via, int hops)
+{
+    int lo, hi;
+    owed_edges(c, via, &lo, &hi);
+    for (int e = lo; e < hi; e++) {
+        uint64_t *owe = piece(c, c->owe, e);
+        if (k[0] > owe[0]) c->owe_hops[e] = add_hops(hops, position(c, via, e));
+        join(c, owe, k);
+    }
+}
+
+/* Merge piece k, learnt via an edge (or VIA_OWN, VIA_NONE) from src (-1: none): its round's hops `hops`, its
+ * bits' hops bit_hops[] (NULL: all `hops`). */
+static void learn(pcoll_t *c, const uint64_t *k, int via, int hops, const unsigned char *bit_hops, int src)
+{
+    uint64_t *know = c->know, before = know[0];
+    int counted = 0, needed = c->quorum, newest[64], nnew = 0;
+    if (k[0] >= know[0] && c->know_words > 1) {
+        counted = k[0] == know[0] ? posts(c, know) : 0;
+        needed = c->quorum - counted;
+        for (int r = 0; r < c->size; r++) {
+            if (!has_bit(k, r) || (k[0] == know[0] && has_bit(know, r))) continue;
+            c->bit_hops[r] = (unsigned char)(bit_hops ? bit_hops[r] : hops);
+            c->bit_via[r] = via;
+            if (nnew < 64) newest[nnew++] = c->bit_hops[r];
         }
     }
-    if (via == VIA_NONE) return;
-    int lo = 0, hi = c->nedges;
-    if (via >= 0 && via < c->ndims) lo = via + 1;            /* a dimension: the ones above, and the fold edge */
-    else if (via >= 0 && c->ndims > 0) hi = c->ndims;        /* an odd rank's fold edge: every dimension */
-    else if (via >= 0) hi = 0;                               /* a folded rank: nothing */
-    for (int e = lo; e < hi; e++) join(c, piece(c, c->owe, e), k);
-    if (hops > c->batch_hops) c->batch_hops = hops;
+    join(c, know, k);
+    if (k[0] > before) c->know_hops = hops;
+    if (c->know_words > 1 && posts(c, know) >= c->quorum) { /* the count completed: by the needed-th newest post */
+        for (int i = 1; i < nnew; i++)
+            for (int j = i; j > 0 && newest[j] < newest[j - 1]; j--) {
+                int t = newest[j];
+                newest[j] = newest[j - 1];
+                newest[j - 1] = t;
+            }
+        know[0]++;
+        memset(know + 1, 0, (c->know_words - 1) * sizeof *know);
+        c->know_hops = needed >= 1 && needed <= nnew ? newest[needed - 1] : hops;
+    }
+    if (know[0] > before && src >= 0) {
+        c->hint_round = know[0];
+        c->hint_src = src;
+        c->hint_time = pcoll_now(c);
+    }
+    oblige(c, k, via, hops);
 }
 
 static int post_receive(pcoll_t *c, int e)
@@ -126,7 +177,6 @@ static int post_receive(pcoll_t *c, int e)
     return PCOLL_OK;
 }
 
-/* The edges of this rank in the virtual hypercube (module comment). */
 static int virtual_to_rank(int v, int rem)
 {
     return v < rem ? 2 * v + 1 : v + rem;
@@ -141,22 +191,26 @@ int pcoll_tokens_init(pcoll_t *c)
     }
     int rem = c->size - p2, r = c->rank;
     int folded = r < 2 * rem && r % 2 == 0, odd = r < 2 * rem && r % 2 == 1;
+    int counting = c->size > 1 && c->quorum > 1 && c->quorum < c->size;
     c->tokens = c->size > 1 && c->quorum < c->size;
-    c->know_words = 1 + (c->tokens && c->quorum > 1 ? c->mask_words : 0);
-    c->token_words = 1 + c->know_words;
+    c->know_words = 1 + (counting ? c->mask_words : 0);
+    c->token_words = 1 + c->know_words + (counting ? ((size_t)c->size + 7) / 8 : 0);
     c->ndims = folded ? 0 : dims;
     c->nedges = c->tokens ? c->ndims + (folded || odd) : 0;
-    size_t e = (size_t)c->nedges + 1, kw = c->know_words;
+    size_t e = (size_t)c->nedges + 1, kw = c->know_words, p = (size_t)c->size;
     c->edge_peer = malloc(e * sizeof *c->edge_peer);
     c->know = calloc(kw, sizeof *c->know);
-    c->scratch_know = calloc(2 * kw, sizeof *c->scratch_know);
+    c->scratch_know = calloc(kw, sizeof *c->scratch_know);
     c->owe = calloc(e * kw, sizeof *c->owe);
     c->sent = calloc(e * kw, sizeof *c->sent);
+    c->owe_hops = calloc(e, sizeof *c->owe_hops);
+    c->bit_hops = calloc(p, sizeof *c->bit_hops);
+    c->bit_via = calloc(p, sizeof *c->bit_via);
     c->token_in = calloc(e * c->token_words, sizeof *c->token_in);
     c->token_reqs = malloc(e * sizeof *c->token_reqs);
     c->token_done = malloc(e * sizeof *c->token_done);
-    if (!c->edge_peer || !c->know || !c->scratch_know || !c->owe || !c->sent || !c->token_in || !c->token_reqs ||
-        !c->token_done)
+    if (!c->edge_peer || !c->know || !c->scratch_know || !c->owe || !c->sent || !c->owe_hops || !c->bit_hops ||
+        !c->bit_via || !c->token_in || !c->token_reqs || !c->token_done)
         return pcoll_fail(c, PCOLL_ERR_NOMEM, "activation state", MPI_SUCCESS);
     int v = odd ? r / 2 : r - rem;
     for (int j = 0; j < c->ndims && j < c->nedges; j++) c->edge_peer[j] = virtual_to_rank(v ^ (1 << j), rem);
@@ -173,11 +227,18 @@ int pcoll_activated(const pcoll_t *c, uint64_t n)
     return c->know[0] > n;
 }
 
+void pcoll_tokens_completed(pcoll_t *c, uint64_t n)
+{
+    if (c->know[0] > n) return;
+    memset(c->know, 0, c->know_words * sizeof *c->know);
+    c->know[0] = n + 1;
+}
+
 /* This rank posted call n, and the post counts while round n is not known to be activated: owed everywhere. */
 void pcoll_tokens_post(pcoll_t *c, uint64_t n)
 {
     posted(c, n, c->rank, c->scratch_know);
-    learn(c, c->scratch_know, VIA_OWN, 0, -1);
+    learn(c, c->scratch_know, VIA_OWN, 0, NULL, -1);
     c->root_round = n + 1;
 }
 
@@ -193,39 +254,40 @@ static int first_owed(const pcoll_t *c, int *count)
     return first;
 }
 
-/* Round n starts here and its first message goes to peer (-1: none at once): the activation flags of this rank's
- * metadata slot, and whether that message goes before the tokens (it stands for the first owed one) or after
- * them (pcoll_tokens_flush sends them). Starts a batch of sends. */
+/* Round n starts here and its first message goes to peer (-1: none at once, or not its receiver's first): the
+ * activation flags of this rank's metadata slot, and whether that message goes before the tokens (it stands for
+ * the first one owed) or after them (pcoll_tokens_flush sends them). */
 int pcoll_tokens_plan(pcoll_t *c, uint64_t n, int peer, int *data_first)
 {
     *data_first = 1;
-    if (!c->tokens) return 0;
-    int activated = pcoll_activated(c, n), root = c->root_round == n + 1, owed = 0;
-    uint64_t *k = c->scratch_know;
-    if (activated && c->know_hops > c->batch_hops) c->batch_hops = c->know_hops;
-    memset(k, 0, c->know_words * sizeof *k);
-    k[0] = activated ? n + 1 : n;
-    if (root && !activated) posted(c, n, c->rank, k);
-    int e = edge_of(c, peer), first = first_owed(c, &owed);
-    int flags = (activated ? FLAG_ACTIVATED : 0) | (root ? FLAG_ROOT : 0);
-    if (e >= 0 && e == first && below(c, piece(c, c->owe, e), k)) {
-        join(c, piece(c, c->sent, e), k);
-        c->batch_sent = 1;
-        return flags | FLAG_TOKEN | (c->batch_hops + 1) * FLAG_HOPS;
+    int e = edge_of(c, peer), owed = 0, first = first_owed(c, &owed);
+    if (!c->tokens || e < 0 || e != first) {
+        *data_first = 0;
+        return 0;
     }
-    *data_first = 0;
-    return flags | (c->batch_hops + c->batch_sent + owed + 1) * FLAG_HOPS;
+    int activated = pcoll_activated(c, n), root = c->root_round == n + 1 && !activated;
+    uint64_t *k = c->scratch_know;
+    if (root) {
+        posted(c, n, c->rank, k);
+    } else {
+        memset(k, 0, c->know_words * sizeof *k);
+        k[0] = activated ? n + 1 : n;
+    }
+    if ((!activated && !root) || !below(c, piece(c, c->owe, e), k)) {
+        *data_first = 0;
+        return 0;
+    }
+    join(c, piece(c, c->sent, e), k);
+    int hops = activated ? add_hops(c->know_hops, 1) : position(c, VIA_OWN, e);
+    return FLAG_TOKEN | (activated ? FLAG_ACTIVATED : 0) | (c->root_round == n + 1 ? FLAG_ROOT : 0) |
+           hops * FLAG_HOPS;
 }
 
-/* Send what each edge is owed beyond what was sent on it: this rank's whole knowledge, one message per edge in
- * edge order, each numbered after the batch's. Ends the batch. */
+/* Send each edge what it is owed beyond what was sent on it, in edge order. */
 int pcoll_tokens_flush(pcoll_t *c)
 {
     int owed = 0;
-    if (!c->tokens || first_owed(c, &owed) < 0) {
-        c->batch_hops = c->batch_sent = 0;
-        return PCOLL_OK;
-    }
+    if (!c->tokens || first_owed(c, &owed) < 0) return PCOLL_OK;
     struct pcoll_tokens *t = c->token_free;
     if (t) {
         c->token_free = t->next;
@@ -243,18 +305,21 @@ int pcoll_tokens_flush(pcoll_t *c)
     t->next = c->token_out;
     c->token_out = t;
     for (int e = 0; e < c->nedges; e++) {
-        uint64_t *sent = piece(c, c->sent, e);
-        if (below(c, piece(c, c->owe, e), sent)) continue;
+        uint64_t *owe = piece(c, c->owe, e), *sent = piece(c, c->sent, e);
+        if (below(c, owe, sent)) continue;
         uint64_t *msg = t->msgs + (size_t)t->n * c->token_words;
-        msg[0] = (uint64_t)(c->batch_hops + ++c->batch_sent);
-        memcpy(msg + 1, c->know, c->know_words * sizeof *msg);
-        join(c, sent, c->know);
+        memset(msg, 0, c->token_words * sizeof *msg);
+        msg[TOKEN_HOPS] = (uint64_t)c->owe_hops[e];
+        memcpy(msg + TOKEN_PIECE, owe, c->know_words * sizeof *msg);
+        unsigned char *hops = (unsigned char *)(msg + TOKEN_PIECE + c->know_words);
+        for (int r = 0; c->know_words > 1 && r < c->size; r++)
+            if (has_bit(owe, r)) hops[r] = (unsigned char)add_hops(c->bit_hops[r], position(c, c->bit_via[r], e));
+        join(c, sent, owe);
         PCOLL_MPI(c, MPI_Isend(msg, (int)c->token_words, MPI_UINT64_T, c->edge_peer[e], PCOLL_TAG_TOKEN, c->comm,
                                &t->reqs[t->n]));
         t->n++;
         c->tokens_sent[c->edge_peer[e]]++;
     }
-    c->batch_hops = c->batch_sent = 0;
     return PCOLL_OK;
 }
 
@@ -285,41 +350,33 @@ int pcoll_tokens_poll(pcoll_t *c, int *did)
     PCOLL_MPI(c, MPI_Testsome(c->nedges, c->token_reqs, &ndone, c->token_done, MPI_STATUSES_IGNORE));
     for (int i = 0; i < ndone && ndone != MPI_UNDEFINED; i++) {
         int e = c->token_done[i], peer = c->edge_peer[e];
-        const uint64_t *msg = c->token_in + (size_t)e * c->token_words;
+        const uint64_t *msg = c->token_in + (size_t)e * c->token_words, *k = msg + TOKEN_PIECE;
         *did = 1;
         c->tokens_received[peer]++;
-        learn(c, msg + 1, e, (int)msg[0], peer);
-        if (e < c->ndims) join(c, piece(c, c->sent, e), msg + 1); /* its sender owes all a reply would ask */
+        learn(c, k, e, (int)msg[TOKEN_HOPS], (const unsigned char *)(k + c->know_words), peer);
+        if (e < c->ndims) join(c, piece(c, c->sent, e), k); /* its sender owes all a reply would ask */
         int rc = post_receive(c, e);
         if (rc) return rc;
     }
     return c->token_out ? reap_sent(c) : PCOLL_OK;
 }
 
-/* Learn from the metadata (META_WIDTH floats per rank) of round n's first message, received from peer. */
+/* Learn from the metadata (META_WIDTH floats per rank) of round n's first message, received from peer, if it
+ * stands for a token. */
 void pcoll_tokens_data(pcoll_t *c, uint64_t n, int peer, const float *meta)
 {
-    uint64_t *k = c->scratch_know, *one = k + c->know_words;
-    memset(k, 0, c->know_words * sizeof *k);
-    k[0] = n;
-    for (int j = 0; j < c->size; j++) {
-        int flags = (int)meta[(size_t)META_WIDTH * (size_t)j + META_FLAGS];
-        if (flags & FLAG_ACTIVATED) {
-            memset(one, 0, c->know_words * sizeof *one);
-            one[0] = n + 1;
-        } else if ((flags & FLAG_FRESH) && c->ops->counts(c, n, j)) {
-            posted(c, n, j, one);
-        } else {
-            continue;
-        }
-        join(c, k, one); /* a larger round drops the bits of the smaller */
-        normalise(c, k);
-    }
     int flags = (int)meta[(size_t)META_WIDTH * (size_t)peer + META_FLAGS], e = edge_of(c, peer);
-    int via = e >= 0 && (flags & FLAG_TOKEN) ? e : VIA_NONE;
-    learn(c, k, via, flags / FLAG_HOPS, peer);
-    if (via >= 0 && via < c->ndims) join(c, piece(c, c->sent, via), k);
-    if (e >= 0 && (flags & FLAG_ROOT)) { /* its sender owes its own post on every edge: not to be sent back */
+    if (e < 0 || !(flags & FLAG_TOKEN)) return;
+    uint64_t *k = c->scratch_know;
+    if (flags & FLAG_ACTIVATED) {
+        memset(k, 0, c->know_words * sizeof *k);
+        k[0] = n + 1;
+    } else {
+        posted(c, n, peer, k);
+    }
+    learn(c, k, e, flags / FLAG_HOPS, NULL, peer);
+    if (e < c->ndims) join(c, piece(c, c->sent, e), k);
+    if (flags & FLAG_ROOT) { /* its sender owes its own post on every edge: not to be sent back */
         posted(c, n, peer, k);
         join(c, piece(c, c->sent, e), k);
     }
@@ -372,6 +429,9 @@ void pcoll_tokens_free(pcoll_t *c)
     free(c->scratch_know);
     free(c->owe);
     free(c->sent);
+    free(c->owe_hops);
+    free(c->bit_hops);
+    free(c->bit_via);
     free(c->token_in);
     free(c->token_reqs);
     free(c->token_done);

@@ -58,6 +58,8 @@ static void recursive_doubling(pcoll_t *c, const int *members, int m, int me, si
     int p2 = 1;
     while (p2 * 2 <= m) p2 *= 2;
     int rem = m - p2, v;
+    /* the first message goes to a member whose first receive it is: unless that member takes a folded one's */
+    if (c->nsteps == 0) c->first_matched = me < 2 * rem || ((me - rem) ^ 1) >= rem;
     if (me < 2 * rem && me % 2 == 0) {
         rd_step(c, members[me + 1], -1, off, len, OP_NONE);
         rd_step(c, -1, members[me + 1], off, len, final ? OP_FORMED : OP_NONE);
@@ -188,7 +190,7 @@ int pcoll_schedule_poll_first(pcoll_t *c, int *did)
 
 int pcoll_schedule_first_peer(const pcoll_t *c)
 {
-    return c->nsteps > 0 && c->steps[0].send_len > 0 ? c->steps[0].send_peer : -1;
+    return c->nsteps > 0 && c->steps[0].send_len > 0 && c->first_matched ? c->steps[0].send_peer : -1;
 }
 
 int pcoll_schedule_cancel(pcoll_t *c)

@@ -147,12 +147,13 @@ struct pcoll {
     /* activation knowledge (activation.c): know[0] = a means rounds < a are known to be activated; know[1..] the
      * ranks whose counting posts of call a are known */
     uint64_t *know;
+    int know_hops;              /* hops of the piece that raised know[0] last */
+    unsigned char *bit_hops;    /* per rank: hops of its post's piece here (counting) */
+    int *bit_via;               /* per rank: the edge its post's piece came by (counting) */
     uint64_t *owe, *sent;       /* per edge: knowledge owed on it, knowledge sent on it (nedges pieces) */
-    uint64_t *scratch_know;     /* two pieces, for what a message says */
-    int know_hops;              /* hops of the message that last raised know[0] */
-    int batch_hops;             /* the most hops among messages learnt since the last batch of sends */
-    int batch_sent;             /* activation messages sent in the current batch */
-    uint64_t root_round;        /* 1 + the last call whose post this rank counted and sent on every edge */
+    int *owe_hops;              /* per edge: hops of the round of the piece owed there */
+    uint64_t *scratch_know;     /* one piece, for what a message says */
+    uint64_t root_round;        /* 1 + the last call whose post this rank counted and owed on every edge */
     uint64_t hint_round;        /* know[0] when a message last raised it (0: none) */
     int hint_src;
     double hint_time;
@@ -169,6 +170,7 @@ struct pcoll {
     uint64_t sched_round;       /* 1 + the round the steps are built for (0: none) */
     int first_early;            /* step 0's receive was posted before the round started */
     int first_read;             /* step 0's received metadata was read by the activation */
+    int first_matched;          /* step 0's message is its receiver's first receive of the round too */
     MPI_Request step_reqs[2];
     int *members;
     int group;
@@ -210,6 +212,7 @@ void pcoll_vector_divide(float *dst, const float *a, float divisor, size_t n);
 /* activation.c */
 int pcoll_tokens_init(pcoll_t *c);
 int pcoll_activated(const pcoll_t *c, uint64_t n);
+void pcoll_tokens_completed(pcoll_t *c, uint64_t n);
 void pcoll_tokens_post(pcoll_t *c, uint64_t n);
 int pcoll_tokens_plan(pcoll_t *c, uint64_t n, int peer, int *data_first);
 int pcoll_tokens_flush(pcoll_t *c);

@@ -202,10 +202,7 @@ static int finish_round(pcoll_t *c)
     c->nrecords++;
     c->in_round = 0;
     c->cur++;
-    if (c->know[0] < c->cur) { /* a completed round was activated, whether or not this rank was told */
-        memset(c->know, 0, c->know_words * sizeof *c->know);
-        c->know[0] = c->cur;
-    }
+    pcoll_tokens_completed(c, c->cur - 1); /* a completed round was activated, whether or not this rank was told */
     return PCOLL_OK;
 }
 

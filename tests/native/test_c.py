@@ -16,7 +16,12 @@ from stragglerlab.realrun.build import find_mpicc
 from stragglerlab.simulator.network import flat_allreduce
 
 #: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
-TESTLIST = [("allreduce", [1, 2, 3, 4, 5], 60), ("quorum", [1, 2, 3, 4], 60)]
+#: activation counts the messages on each activation's path at up to 16 ranks (sharing cores: it does not time).
+TESTLIST = [
+    ("allreduce", [1, 2, 3, 4, 5], 60),
+    ("quorum", [1, 2, 3, 4], 60),
+    ("activation", [2, 3, 5, 8, 16], 90),
+]
 
 
 @pytest.fixture(scope="module")
