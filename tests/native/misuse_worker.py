@@ -1,4 +1,5 @@
-"""Misuse of a Collective, spawned by test_misuse.py under ``mpiexec``: every mistake must raise, none hang.
+"""Misuse of a Collective, spawned by test_probe.py under ``mpiexec``: every mistake must raise, none hang; and
+``test()`` says whether a wait would return at once.
 
 Exits 0 when each expected exception was raised (and the handle stayed usable afterwards); an AssertionError
 otherwise.
@@ -34,6 +35,7 @@ def main() -> None:
         raises(ValueError, Collective, "quorum", count=4, comm=comm, quorum=k)
     for kind in ("sync", "eager-solo", "eager-majority", "wagma", "quorum"):
         coll = Collective(kind, count=4, comm=comm, sync_period=2)
+        assert not coll.test(), "test() before any post"
         raises(RuntimeError, coll.wait)
         raises(TypeError, coll.post, np.ones(4, dtype=np.float64))
         raises(TypeError, coll.post, [1.0, 2.0, 3.0, 4.0])
@@ -47,8 +49,10 @@ def main() -> None:
         frozen = np.empty(4, dtype=np.float32)
         frozen.flags.writeable = False
         raises(ValueError, coll.wait, frozen)
+        while not coll.test():  # drives progress until the round is in
+            pass
         out, info = coll.wait()
-        assert info.round == 0, info
+        assert info.round == 0 and not coll.test(), info
         raises(RuntimeError, coll.wait)
         mine = np.full(4, np.nan, dtype=np.float32)
         for n in (1, 2):  # the same buffers twice: their addresses are cached
@@ -57,6 +61,7 @@ def main() -> None:
             assert out is mine and info.round == n and np.isfinite(mine).all(), (info, mine)
         coll.close()
         coll.close()
+        raises(RuntimeError, coll.test)
         raises(RuntimeError, coll.post, good)
         raises(RuntimeError, coll.wait)
         raises(RuntimeError, coll.rounds)

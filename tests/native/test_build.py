@@ -63,3 +63,31 @@ def test_thread_level_below_multiple_is_a_user_error(mpirun_command) -> None:
     worker = str(Path(__file__).with_name("thread_level_worker.py"))
     done = mpirun_command(1, [sys.executable, worker], timeout=50)
     assert "UserError: the native core needs MPI initialised with MPI_THREAD_MULTIPLE" in done.stdout
+
+
+def test_the_round_layout_is_checked_against_the_binding() -> None:
+    """The binding states the core's record layout; a mismatch with the dtype that reads it is a one-line error."""
+    from stragglerlab.realrun.collectives import ROUND_DTYPE, check_layout, round_layout
+
+    fields = round_layout()
+    check_layout(fields, ROUND_DTYPE.itemsize)
+    moved = (fields[0], (fields[1][0], fields[1][1] + 4, fields[1][2]), *fields[2:])
+    for wrong in ((moved, ROUND_DTYPE.itemsize), (fields, ROUND_DTYPE.itemsize + 8)):
+        with pytest.raises(UserError, match="does not match the binding"):
+            check_layout(*wrong)
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_the_compiled_binding_states_the_layout_numpy_reads(native_library: Path) -> None:
+    """The extension beside the library reports pcoll_round's offsets and size as compiled: ROUND_DTYPE's."""
+    import importlib.util
+
+    from stragglerlab.realrun.collectives import check_layout
+
+    spec = importlib.util.spec_from_file_location("_pcoll", build.binding_path(native_library))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    check_layout(module.ROUND_FIELDS, module.ROUND_SIZE)
+    assert {name for name, _, _ in module.ROUND_FIELDS} >= {"round", "hops", "t_trigger"}
