@@ -1,4 +1,5 @@
-"""C-level tests of the native core (native/tests/*.c), declared MPICH-testlist style: program, ranks, timeout.
+"""C-level tests of the native core (native/tests/*.c), declared MPICH-testlist style: program, ranks, timeout,
+arguments.
 
 Each program is compiled with -Werror against the built library and run at every listed size; its exit status is
 the verdict (each rank counts its errors, one reduction decides).
@@ -15,12 +16,14 @@ from stragglerlab.native import SOURCE_DIR
 from stragglerlab.realrun.build import find_mpicc
 from stragglerlab.simulator.network import flat_allreduce
 
-#: (program, rank counts, seconds): odd sizes on purpose; a broken partial collective hangs rather than fails.
-#: activation counts the messages on each activation's path at up to 16 ranks (sharing cores: it does not time).
+#: (program, rank counts, seconds, arguments): odd sizes on purpose; a broken partial collective hangs rather than
+#: fails. activation counts the messages on each activation's path at up to 16 ranks (sharing cores: it does not
+#: time); stress is the short version of bench_native_stress.py's 10^5 rounds (600 rounds of each kind).
 TESTLIST = [
-    ("allreduce", [1, 2, 3, 4, 5], 60),
-    ("quorum", [1, 2, 3, 4], 60),
-    ("activation", [2, 3, 5, 8, 16], 90),
+    ("allreduce", [1, 2, 3, 4, 5], 60, []),
+    ("quorum", [1, 2, 3, 4], 60, []),
+    ("activation", [2, 3, 5, 8, 16], 90, []),
+    ("stress", [2, 3, 5], 90, ["600"]),
 ]
 
 
@@ -28,7 +31,7 @@ TESTLIST = [
 def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("native-c")
     built = {}
-    for name, _, _ in TESTLIST:
+    for name, _, _, _ in TESTLIST:
         exe = out / name
         command = [
             find_mpicc(),
@@ -40,6 +43,7 @@ def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
             str(SOURCE_DIR / "include"),
             str(SOURCE_DIR / "tests" / f"{name}.c"),
             str(native_library),
+            "-lm",
             f"-Wl,-rpath,{native_library.parent}",
             "-o",
             str(exe),
@@ -52,9 +56,11 @@ def programs(native_library: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("name", "ranks", "seconds"), [(name, p, t) for name, sizes, t in TESTLIST for p in sizes])
-def test_c_program(programs: dict[str, Path], mpirun_command, name: str, ranks: int, seconds: int) -> None:
-    done = mpirun_command(ranks, [str(programs[name])], timeout=seconds)
+@pytest.mark.parametrize(
+    ("name", "ranks", "seconds", "args"), [(name, p, t, a) for name, sizes, t, a in TESTLIST for p in sizes]
+)
+def test_c_program(programs: dict[str, Path], mpirun_command, name: str, ranks: int, seconds: int, args) -> None:
+    done = mpirun_command(ranks, [str(programs[name]), *args], timeout=seconds)
     assert "No Errors" in done.stdout
 
 
