@@ -1,16 +1,20 @@
 /*
- * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) polls
- * activation tokens, starts the next round when its trigger holds, advances its allreduce schedule and, when it
- * completes, records it and queues its result for pcoll_wait.
+ * progress.c: the progress engine. pcoll_progress (called with c->lock held, by whichever thread drives) starts the
+ * next round when this rank posted or learnt it was activated, advances its allreduce schedule and, when it
+ * completes, records it and queues its result for pcoll_wait; it reads activation tokens (and the next round's
+ * first message) while it waits for either, and forwards what they oblige (activation.c).
  *
  * The progress thread calls it only while the application is not waiting and has not returned from post or wait
  * for 100 us: a thread that stepped in between an application's back-to-back calls only contended with it (for
  * the lock, MPI's own lock and the core), and small rounds took 2-6x longer in one block out of four. While a
  * round is in flight it polls, yielding the core between polls, until 1 ms passed without progress (a large
  * transfer moves only when polled, and a straggler's thread that slept between polls made the fast ranks wait on
- * it), then sleeps; otherwise it backs off exponentially (from 1 us, doubling): up to 20 us while a round is in
- * flight, up to 0.5 ms when idle or while the application drives, sleeping in nanosleep (1 ns timer slack on
- * Linux). It never spins between rounds and is never woken on the critical path.
+ * it), then sleeps; otherwise it backs off exponentially (from 1 us, doubling), sleeping in nanosleep (1 ns timer
+ * slack on Linux): up to 20 us while a round is in flight; up to 50 us while the application computes (within
+ * 0.1 s of its last call), since a straggler's fast partners may activate its next round any moment and every
+ * microsecond it takes to notice is theirs to wait (a 0.5 ms cap cost them a quarter of a millisecond on
+ * average); up to 0.5 ms when idle longer or while the application drives. It never spins between rounds and is
+ * never woken on the critical path.
  */
 #include "internal.h"
 
@@ -22,9 +26,10 @@
 #include <sys/prctl.h>
 #endif
 
-enum { IDLE_CAP_NS = 500000, ACTIVE_CAP_NS = 20000, FIRST_SLEEP_NS = 1000 };
+enum { IDLE_CAP_NS = 500000, WATCH_CAP_NS = 50000, ACTIVE_CAP_NS = 20000, FIRST_SLEEP_NS = 1000 };
 #define ACTIVE_YIELD_S 1e-3
 #define APP_GRACE_S 100e-6
+#define WATCH_S 0.1
 
 double pcoll_now(const pcoll_t *c)
 {
@@ -244,14 +249,15 @@ static void *progress_thread(void *arg)
 #endif
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {
-        int did = 0, active = 0;
+        int did = 0, active = 0, driving = c->app_driving;
         if (c->failed) {
             pthread_cond_wait(&c->cond, &c->lock); /* the application reports it; wait to be stopped */
             continue;
         }
         /* While the application waits it drives progress itself, and one that left post or wait moments ago is
          * likely back soon: keep out of its way (and off the cores). */
-        if (c->app_driving || MPI_Wtime() - c->app_left < APP_GRACE_S) {
+        double left = MPI_Wtime() - c->app_left;
+        if (driving || left < APP_GRACE_S) {
             ns = IDLE_CAP_NS;
         } else {
             pcoll_progress(c, &did);
@@ -265,7 +271,7 @@ static void *progress_thread(void *arg)
         } else if (active && now - last_did < ACTIVE_YIELD_S) {
             sched_yield(); /* a transfer in flight moves only when polled: stay close to it for a while */
         } else {
-            pcoll_backoff(&ns, active ? ACTIVE_CAP_NS : IDLE_CAP_NS);
+            pcoll_backoff(&ns, active ? ACTIVE_CAP_NS : !driving && left < WATCH_S ? WATCH_CAP_NS : IDLE_CAP_NS);
         }
         pthread_mutex_lock(&c->lock);
     }
