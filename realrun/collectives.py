@@ -129,6 +129,19 @@ def mechanism(kind: str, size: int, quorum: int, sync_period: int) -> tuple[str,
     return {"eager-majority": "MAJORITY", "wagma": "WAGMA"}.get(kind, "QUORUM"), quorum, sync_period
 
 
+def _explain(count: int, what: str, x: Any) -> np.ndarray:
+    """What the binding makes of a vector it cannot take as it is: the error a user reads, or (for post) a
+    contiguous copy of a float32 vector of ``count``. (A function of the count, not a method: the binding keeps it,
+    and a bound method would tie the handle to its Collective in a cycle.)"""
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32:
+        raise TypeError(f"{what} needs a float32 numpy array, not {getattr(x, 'dtype', type(x).__name__)}")
+    if x.shape != (count,):
+        raise ValueError(f"{what} needs shape ({count},), not {x.shape}")
+    if what == "post":
+        return np.ascontiguousarray(x)
+    raise ValueError(f"{what} needs a writable C-contiguous array")
+
+
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
@@ -214,7 +227,7 @@ class Collective:
             lib.DIVIDE_CONTRIBUTORS if divide_by == "contributors" else lib.DIVIDE_WORKERS,
             quorum=k,
             info_type=RoundInfo,
-            explain=self._explain,
+            explain=partial(_explain, self.count),
             empty=partial(np.empty, self.count, dtype=np.float32),
             **options,
         )
@@ -222,17 +235,6 @@ class Collective:
         self._post, self._wait = handle.post, handle.wait
         # Stop the progress thread before MPI finalises if the owner never closes (no collective at exit).
         self._finalizer = weakref.finalize(self, handle.abort)
-
-    def _explain(self, what: str, x: Any) -> np.ndarray:
-        """What the binding makes of a vector it cannot take as it is: the error a user reads, or (for post) a
-        contiguous copy of a float32 vector of the right length."""
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32:
-            raise TypeError(f"{what} needs a float32 numpy array, not {getattr(x, 'dtype', type(x).__name__)}")
-        if x.shape != (self.count,):
-            raise ValueError(f"{what} needs shape ({self.count},), not {x.shape}")
-        if what == "post":
-            return np.ascontiguousarray(x)
-        raise ValueError(f"{what} needs a writable C-contiguous array")
 
     def post(self, x: np.ndarray) -> None:
         """Post this rank's contribution of the next call (a float32 array of ``count``, copied in)."""

@@ -5,6 +5,8 @@ Exits 0 when each expected exception was raised (and the handle stayed usable af
 otherwise.
 """
 
+import weakref
+
 import numpy as np
 from mpi4py import MPI
 
@@ -65,6 +67,9 @@ def main() -> None:
         raises(RuntimeError, coll.post, good)
         raises(RuntimeError, coll.wait)
         raises(RuntimeError, coll.rounds)
+        gone = weakref.ref(coll)
+        del coll
+        assert gone() is None, "a closed Collective outlived its last reference (a reference cycle)"
     print("ok")
 
 
