@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Via: knowledge from this rank's own post (owed on every edge) or from a message that owes nothing. */
-enum { VIA_OWN = -1, VIA_NONE = -2 };
+/* Via: knowledge from this rank's own post (owed on every edge), or an edge's index. */
+enum { VIA_OWN = -1 };
 /* Token layout (uint64s): the hops of "rounds < a are activated", the piece (the round a, then when counting the
  * post bits of call a), then (counting) one byte of hops per rank. */
 enum { TOKEN_HOPS = 0, TOKEN_PIECE = 1 };
@@ -102,8 +102,7 @@ static void owed_edges(const pcoll_t *c, int via, int *lo, int *hi)
 {
     *lo = 0;
     *hi = c->nedges;
-    if (via == VIA_NONE) *hi = 0;
-    else if (via >= 0 && via < c->ndims) *lo = via + 1; /* a dimension: the ones above, and the fold edge */
+    if (via >= 0 && via < c->ndims) *lo = via + 1;     /* a dimension: the ones above, and the fold edge */
     else if (via >= 0 && c->ndims > 0) *hi = c->ndims;  /* an odd rank's fold edge: every dimension */
     else if (via >= 0) *hi = 0;                         /* a folded rank: nothing */
 }
@@ -133,34 +132,39 @@ static void oblige(pcoll_t *c, const uint64_t *k, int via, int hops)
     }
 }
 
-/* Merge piece k, learnt via an edge (or VIA_OWN, VIA_NONE) from src (-1: none): its round's hops `hops`, its
- * bits' hops bit_hops[] (NULL: all `hops`). */
+/* Record the posts piece k brings that are new here (their hops and edge); returns the hops of the post that
+ * completes a count that still needs `needed` posts (the needed-th among the new ones, fewest hops first: the
+ * chain that completed it), or -1 if it does not complete it. */
+static int new_posts(pcoll_t *c, const uint64_t *k, int via, int hops, const unsigned char *bit_hops, int needed)
+{
+    int at_hops[HOPS_MAX + 1] = {0}, same = k[0] == c->know[0];
+    for (int r = 0; r < c->size; r++) {
+        if (!has_bit(k, r) || (same && has_bit(c->know, r))) continue;
+        c->bit_hops[r] = (unsigned char)(bit_hops ? bit_hops[r] : hops);
+        c->bit_via[r] = via;
+        at_hops[c->bit_hops[r]]++;
+    }
+    for (int h = 0; h <= HOPS_MAX; h++)
+        if ((needed -= at_hops[h]) <= 0) return h;
+    return -1;
+}
+
+/* Merge piece k, learnt via an edge (or VIA_OWN) from src (-1: none): its round's hops `hops`, its posts' hops
+ * bit_hops[] (NULL: all `hops`). */
 static void learn(pcoll_t *c, const uint64_t *k, int via, int hops, const unsigned char *bit_hops, int src)
 {
     uint64_t *know = c->know, before = know[0];
-    int counted = 0, needed = c->quorum, newest[64], nnew = 0;
-    if (k[0] >= know[0] && c->know_words > 1) {
-        counted = k[0] == know[0] ? posts(c, know) : 0;
-        needed = c->quorum - counted;
-        for (int r = 0; r < c->size; r++) {
-            if (!has_bit(k, r) || (k[0] == know[0] && has_bit(know, r))) continue;
-            c->bit_hops[r] = (unsigned char)(bit_hops ? bit_hops[r] : hops);
-            c->bit_via[r] = via;
-            if (nnew < 64) newest[nnew++] = c->bit_hops[r];
-        }
+    int completing = -1;
+    if (c->know_words > 1 && k[0] >= know[0]) {
+        int counted = k[0] == know[0] ? posts(c, know) : 0;
+        completing = new_posts(c, k, via, hops, bit_hops, c->quorum - counted);
     }
     join(c, know, k);
     if (k[0] > before) c->know_hops = hops;
-    if (c->know_words > 1 && posts(c, know) >= c->quorum) { /* the count completed: by the needed-th newest post */
-        for (int i = 1; i < nnew; i++)
-            for (int j = i; j > 0 && newest[j] < newest[j - 1]; j--) {
-                int t = newest[j];
-                newest[j] = newest[j - 1];
-                newest[j - 1] = t;
-            }
+    if (completing >= 0) { /* k posts of call know[0]: its round is activated */
         know[0]++;
         memset(know + 1, 0, (c->know_words - 1) * sizeof *know);
-        c->know_hops = needed >= 1 && needed <= nnew ? newest[needed - 1] : hops;
+        c->know_hops = completing;
     }
     if (know[0] > before && src >= 0) {
         c->hint_round = know[0];

@@ -14,7 +14,7 @@ import pytest
 
 from stragglerlab.native import SOURCE_DIR
 from stragglerlab.realrun.build import find_mpicc
-from stragglerlab.simulator.network import flat_allreduce
+from stragglerlab.simulator.schedules import NATIVE_RING_MIN, flat
 
 #: (program, rank counts, seconds, arguments): odd sizes on purpose; a broken partial collective hangs rather than
 #: fails. activation counts the messages on each activation's path at up to 16 ranks (sharing cores: it does not
@@ -67,9 +67,9 @@ def test_c_program(programs: dict[str, Path], mpirun_command, name: str, ranks: 
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_native_schedules_take_the_steps_the_cost_model_counts(native_library: Path, tmp_path: Path) -> None:
-    """The native core's recursive doubling takes the model's number of steps at every group size, the fold
-    included; its ring adds to the model's 2(m - 1) steps the recursive doubling of the round's metadata (divisor
-    and contributor mask: a few floats, alphas only), which the model leaves to ``network.overhead``."""
+    """The native core's schedules take the steps of the simulator's ``native`` schedule at every group size: a
+    small vector's recursive doubling (the fold included), a large one's recursive doubling of the round's metadata
+    and then the ring."""
     exe = tmp_path / "schedule"
     command = [
         find_mpicc(),
@@ -91,6 +91,7 @@ def test_native_schedules_take_the_steps_the_cost_model_counts(native_library: P
     assert done.returncode == 0, done.stderr
     for line in done.stdout.splitlines():
         m, small, large = map(int, line.split())
-        assert small == flat_allreduce("recursive-doubling", m, 0.0, 1.0, 0.0, 0.0), line  # alphas = steps
-        assert large == small + flat_allreduce("ring", m, 0.0, 1.0, 0.0, 0.0), line
+        members = tuple(range(m))
+        assert small == sum(s.repeat for s in flat("native", members, 64.0, m)), line
+        assert large == sum(s.repeat for s in flat("native", members, float(NATIVE_RING_MIN), m)), line
     assert len(done.stdout.splitlines()) == 9
