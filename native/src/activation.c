@@ -263,28 +263,22 @@ static int first_owed(const pcoll_t *c, int *count)
  * the first one owed) or after them (pcoll_tokens_flush sends them). */
 int pcoll_tokens_plan(pcoll_t *c, uint64_t n, int peer, int *data_first)
 {
-    *data_first = 1;
+    *data_first = 0;
     int e = edge_of(c, peer), owed = 0, first = first_owed(c, &owed);
-    if (!c->tokens || e < 0 || e != first) {
-        *data_first = 0;
-        return 0;
-    }
-    int activated = pcoll_activated(c, n), root = c->root_round == n + 1 && !activated;
+    int activated = pcoll_activated(c, n), root = c->root_round == n + 1, flags = root ? FLAG_ROOT : 0;
+    if (!c->tokens || e < 0) return c->tokens ? flags : 0; /* FLAG_ROOT holds in whatever data this rank sends */
     uint64_t *k = c->scratch_know;
-    if (root) {
+    if (root && !activated) {
         posted(c, n, c->rank, k);
     } else {
         memset(k, 0, c->know_words * sizeof *k);
         k[0] = activated ? n + 1 : n;
     }
-    if ((!activated && !root) || !below(c, piece(c, c->owe, e), k)) {
-        *data_first = 0;
-        return 0;
-    }
+    if (e != first || (!activated && !root) || !below(c, piece(c, c->owe, e), k)) return flags;
     join(c, piece(c, c->sent, e), k);
+    *data_first = 1;
     int hops = activated ? add_hops(c->know_hops, 1) : position(c, VIA_OWN, e);
-    return FLAG_TOKEN | (activated ? FLAG_ACTIVATED : 0) | (c->root_round == n + 1 ? FLAG_ROOT : 0) |
-           hops * FLAG_HOPS;
+    return flags | FLAG_TOKEN | (activated ? FLAG_ACTIVATED : 0) | hops * FLAG_HOPS;
 }
 
 /* Send each edge what it is owed beyond what was sent on it, in edge order. */
@@ -365,21 +359,23 @@ int pcoll_tokens_poll(pcoll_t *c, int *did)
     return c->token_out ? reap_sent(c) : PCOLL_OK;
 }
 
-/* Learn from the metadata (META_WIDTH floats per rank) of round n's first message, received from peer, if it
- * stands for a token. */
+/* Learn from the metadata (META_WIDTH floats per rank) of round n's first message, received from peer: what it
+ * stands for, if it stands for a token; and whether its sender owes its own post on every edge. */
 void pcoll_tokens_data(pcoll_t *c, uint64_t n, int peer, const float *meta)
 {
     int flags = (int)meta[(size_t)META_WIDTH * (size_t)peer + META_FLAGS], e = edge_of(c, peer);
-    if (e < 0 || !(flags & FLAG_TOKEN)) return;
+    if (e < 0) return;
     uint64_t *k = c->scratch_know;
-    if (flags & FLAG_ACTIVATED) {
-        memset(k, 0, c->know_words * sizeof *k);
-        k[0] = n + 1;
-    } else {
-        posted(c, n, peer, k);
+    if (flags & FLAG_TOKEN) {
+        if (flags & FLAG_ACTIVATED) {
+            memset(k, 0, c->know_words * sizeof *k);
+            k[0] = n + 1;
+        } else {
+            posted(c, n, peer, k);
+        }
+        learn(c, k, e, flags / FLAG_HOPS, NULL, peer);
+        if (e < c->ndims) join(c, piece(c, c->sent, e), k);
     }
-    learn(c, k, e, flags / FLAG_HOPS, NULL, peer);
-    if (e < c->ndims) join(c, piece(c, c->sent, e), k);
     if (flags & FLAG_ROOT) { /* its sender owes its own post on every edge: not to be sent back */
         posted(c, n, peer, k);
         join(c, piece(c, c->sent, e), k);
