@@ -102,11 +102,11 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
             lines.append(f"# {prefix}ping-pong over {job.ranks} ranks: {alpha:.3e} s + {beta:.3e} s/B")
     unfitted = {o.kind for o in figures} - set(FITTED)
     lines += [f"# {line_}" for line_ in fit_notes(found, ranks, unfitted)]
-    net: dict[str, str] = {"allreduce": f'"{found.model.allreduce_algorithm}"'}
-    net.update({name: f"{found.params[name]:.6e}" for name in PARAMETERS})
+    network: dict[str, Any] = {"allreduce": found.model.allreduce_algorithm}
+    network.update({name: found.params[name] for name in PARAMETERS})
     if any(len(set(j.hosts)) > 1 for j in jobs):
-        net["intra_alpha"] = f"{found.model.links.intra_alpha:.6e}"
-        net["intra_beta"] = f"{found.model.links.intra_beta:.6e}"
+        network.update(intra_alpha=found.model.links.intra_alpha, intra_beta=found.model.links.intra_beta)
+    net = {k: f'"{v}"' if isinstance(v, str) else f"{v:.6e}" for k, v in network.items()}
     sections: dict[str, dict[str, str]] = {"network": net}
     measured = [j.rounds for j in jobs if j.rounds is not None]
     gaps: list[float] = []
@@ -117,9 +117,9 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
         for m in measured:
             lines += [f"# {line_}" for line_ in roundtimes.notes(m, tolerance)]
             gaps += m.gap.samples
-        gamma = roundtimes.server_gamma(rows, found.model, measured[0].servers)
+        gamma = roundtimes.server_gamma(measured, network)
         if gamma is not None:
-            lines.append(f"# server: {gamma:.3e} s per pushed byte beyond the model's push (median of sizes)")
+            lines.append(f"# server: {gamma:.3e} s per pushed byte beyond the model's push and queue (median of sizes)")
             sections["algorithm"] = {"server_gamma": f"{gamma:.6e}"}
     lines += [""]
     for section, values in sections.items():

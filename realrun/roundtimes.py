@@ -31,9 +31,10 @@ gradient's bytes over the buckets DDP made). A round's least wait is then a chai
 whichever earlier buckets its backward had not yet covered. Each round's figure is the bucket time at which the
 simulator's bucketed sync gives that wait (:func:`bucket_time`), from the last poster's own start and post.
 
-**The server's cost**: a push round (async-ps, easgd) is two messages, which the simulation prices with alpha and beta,
-and the service, which it prices with ``algorithm.server_gamma``: :func:`server_gamma` finds that key from the
-measured rounds and the fitted message time.
+**The server's cost**: a push round (async-ps, easgd) is two messages and the bytes through the server's link, which
+the network model prices, its turn behind the other workers' pushes, and whatever further work the server does per
+byte, ``algorithm.server_gamma``: :func:`server_gamma` finds that key by simulating the measured blocks again under
+the fitted model until their push rounds last as long as the measured ones.
 
 **Repeats until stable**: each (algorithm, size) is run in blocks of ``block`` iterations (one harness run each, in
 the job's own processes, :class:`InProcess`, or each in a launch of its own, as ``calibrate --np`` times DDP's buckets:
@@ -83,8 +84,9 @@ from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.fast.rounds import bucketed_end
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD
-from stragglerlab.simulator.network import BYTES_PER_ELEMENT, NetworkModel
-from stragglerlab.simulator.scenario import Scenario, to_dict
+from stragglerlab.simulator.network import BYTES_PER_ELEMENT, message_bytes
+from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.scenario import Scenario, from_dict, to_dict
 
 #: default message sizes (bytes per rank), 4 kB … 4 MiB
 SIZES = (4096, 32768, 262144, 1048576, 4194304)
@@ -425,13 +427,38 @@ def notes(m: Measurement, tolerance: float) -> list[str]:
     return lines + [f"UNSTABLE after the cap: {name} at {nbytes:.10g} B" for name, nbytes in m.unstable]
 
 
-def server_gamma(rows: list[Row], model: NetworkModel, servers: int) -> float | None:
-    """``algorithm.server_gamma`` from the measured push rounds (None without any): a round is a shard's push, its
-    service and the reply, so the server's work beyond taking the push in and adding it is the round less what the
-    network model gives those (``model``, the fitted one); the median over the rows of that per byte, at least 0."""
-    found = [
-        (t - model.p2p(0.0) - model.serve(b / servers) - model.p2p(b / servers)) / (b / servers)
-        for kind, _, b, t, *_ in rows
-        if kind == PUSH
-    ]
-    return max(float(np.median(found)), 0.0) if found else None
+def server_gamma(measured: Sequence[Measurement], network: dict[str, Any]) -> float | None:
+    """``algorithm.server_gamma`` from the measured push rounds (None without any). A push round is its worker's wait
+    from the push to the reply: the push's way, its turn behind the other workers' pushes at the server, its service
+    and the reply, and the turn is no smaller a share of it than the service where the server is busy. So each
+    measured (ranks, size) is simulated again, its blocks' scenario under ``network`` (the fitted model's keys, no
+    table), and its server_gamma is the one at which the simulated push rounds, taken as :func:`block_times` takes
+    the measured ones, last as long on average (bisection to 1 %; 0 where the model's push alone is as long); the
+    median over the figures."""
+    found = []
+    for m in measured:
+        for (name, kind, _, nbytes), figure in m.rounds.items():
+            if kind == PUSH:
+                stored = from_dict(m.scenarios[(name, nbytes)])
+                keys = {f"network.{k}": v for k, v in network.items()}
+                blocks = stored.replace(**keys, **{"network.table": None, "engine": "reference"})
+                found.append(_gamma_for(blocks.replace(iterations=blocks.iterations * len(figure.blocks)), figure.mean))
+    return float(np.median(found)) if found else None
+
+
+def _gamma_for(scenario: Scenario, target: float) -> float:
+    """The server_gamma at which ``scenario``'s simulated push rounds take ``target`` seconds on average."""
+    if _push_mean(scenario, 0.0) >= target:
+        return 0.0
+    low, high = 0.0, target * scenario.algorithm.servers / message_bytes(scenario)  # the whole round as service
+    while high - low > 0.01 * high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if _push_mean(scenario, middle) < target else (low, middle)
+    return (low + high) / 2
+
+
+def _push_mean(scenario: Scenario, gamma: float) -> float:
+    with tempfile.TemporaryDirectory(prefix="stragglerlab-server-") as tmp:
+        run = load_run(simulate(scenario.replace(**{"algorithm.server_gamma": gamma}), Path(tmp) / "run"))
+    times = [t for (kind, _), t in block_times(run)[0].items() if kind == PUSH]
+    return float(np.mean(np.concatenate(times)))

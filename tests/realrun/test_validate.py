@@ -27,9 +27,8 @@ from stragglerlab.realrun.validate import (
 )
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.imbalance import Spread
-from stragglerlab.simulator.network import NetworkModel
 from stragglerlab.simulator.run import simulate
-from stragglerlab.simulator.scenario import ALGORITHMS
+from stragglerlab.simulator.scenario import ALGORITHMS, to_dict
 from tests.helpers import scenario
 from tests.realrun.conftest import stragglerlab
 
@@ -336,14 +335,27 @@ def test_wagma_rounds_are_timed_per_group_size_and_validate_at_any_p_and_s(tmp_p
     assert len(table) == 1 and table.loc[0, "round_time_sim"] > 0  # every group size priced by the table
 
 
+def test_the_server_cost_is_found_behind_the_pushes_queue(tmp_path):
+    # 4 workers push 1 MB each after 1 ms of compute: the server is busy, and each measured push round holds its turn
+    # behind the others. Simulating the measured blocks again finds the planted 2 ns/B to 2 %; the round less the
+    # model's push alone, as if it had not queued, reads several times that
+    network = {"alpha": 1e-5, "beta": 1e-10, "gamma": 2e-10}
+    keys = {f"network.{k}": v for k, v in network.items()}
+    blocks = scenario(**keys, **{"algorithm.name": "async-ps", "cluster.workers": 4, "workload.params": 250_000})
+    blocks = blocks.replace(**{"workload.compute": {"dist": "lognormal", "mean": 1e-3, "cv": 0.3}})
+    planted = load_run(simulate(blocks.replace(**{"algorithm.server_gamma": 2e-9}), tmp_path / "planted"))
+    figure = Figure()
+    figure.add(np.concatenate([t for (kind, _), t in roundtimes.block_times(planted)[0].items() if kind == "push"]))
+    measured = roundtimes.Measurement(ranks=4, rounds={("async-ps", "push", 4, 1e6): figure})
+    measured.scenarios[("async-ps", 1e6)] = to_dict(blocks)
+    assert server_gamma([measured], network) == pytest.approx(2e-9, rel=0.02)
+    alone = 2 * network["alpha"] + 1e6 * (2 * network["beta"] + network["gamma"])
+    assert (figure.mean - alone) / 1e6 > 3 * 2e-9
+    del measured.rounds[("async-ps", "push", 4, 1e6)]
+    assert server_gamma([measured], network) is None
+
+
 def test_a_calibrations_server_cost_is_used(tmp_path):
-    # a push round of 4 kB measured at 3 ms, two messages of 1 ms each and nothing to take in (beta = gamma = 0): the
-    # server's cost is the rest, 0.25 us/B
-    model = NetworkModel.of(scenario(network={"alpha": 1e-3, "beta": 0.0}))
-    assert server_gamma([("push", 4, 4000, 3e-3), ("sync", 4, 4000, 1.0)], model, 1) == pytest.approx(2.5e-7)
-    assert server_gamma([("push", 4, 4000, 3e-3)], model, 2) == pytest.approx(5e-7)  # 2 kB shards
-    assert server_gamma([("push", 4, 4000, 1e-3)], model, 1) == 0.0  # never below 0
-    assert server_gamma([("sync", 4, 4000, 1e-3)], model, 1) is None
     real = simulated_real(tmp_path, "real", **{"algorithm.name": "async-ps", "workload.params": 1000})
     fragment = tmp_path / "cal.toml"
     fragment.write_text("[network]\nalpha = 1e-6\nbeta = 0.0\n[algorithm]\nserver_gamma = 1e-6\n")
