@@ -15,6 +15,7 @@ import pandas as pd
 from stragglerlab.analysis.metrics import Tally
 from stragglerlab.analysis.runfolder import NEVER, RunWriter, columns, iteration_columns
 from stragglerlab.simulator import algorithms
+from stragglerlab.simulator.algorithms.record import resolve
 from stragglerlab.simulator.convergence import Observer, Schedule, replay
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.engine import Engine
@@ -102,7 +103,7 @@ def run_engine(
     rules = record.rules(scenario, cost_model(scenario))
     if engine == "fast":
         assert record.kernel is not None, "the scenario's checks allow the fast engine only with a kernel"
-        FastEngine(scenario, rows, rounds, progress, window).run(record.kernel, rules)
+        FastEngine(scenario, rows, rounds, progress, window).run(resolve(record.kernel)(rules))
     else:
         gather = _Gather(rows, rounds)
         reference = Engine(scenario, gather, progress)

@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.algorithms.gossip import TOPOLOGY, GossipProcess, GossipRules, iteration_rows
+from stragglerlab.simulator.algorithms.gossip import KERNEL, TOPOLOGY, GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer
-from stragglerlab.simulator.fast import gossip
 from stragglerlab.simulator.topology import neighbours
 
 
@@ -64,7 +63,7 @@ RECORD = Algorithm(
     keys=(TOPOLOGY,),
     rules=DpsgdRules,
     process=GossipProcess,
-    kernel=gossip.run,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#999999", "<"),

@@ -21,7 +21,7 @@ version n: staleness 0.
 With a time budget (``duration``), the first iteration whose earliest exchange completes at or after it is the last
 of every worker: a neighbour's model is needed at every iteration, so all stop at one iteration.
 
-The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.gossip`).
+The fast engine steps through the same rules (:data:`KERNEL`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import Key, one_of
 from stragglerlab.simulator.network import message_bytes
@@ -39,9 +38,12 @@ from stragglerlab.simulator.topology import TOPOLOGIES
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
 
 KIND = "gossip"
+#: the fast path of synchronous gossip
+KERNEL = "stragglerlab.simulator.fast.gossip:kernel"
 TOPOLOGY = Key(
     "topology",
     "ring",

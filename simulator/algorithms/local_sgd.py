@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.rounds import RoundProcess, RoundRules
+from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules
 from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
-from stragglerlab.simulator.fast import rounds
 from stragglerlab.simulator.keys import POSITIVE_INT, Key
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ RECORD = Algorithm(
     keys=(PERIOD,),
     rules=LocalSgdRules,
     process=RoundProcess,
-    kernel=rounds.run,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.local_sgd:LocalSgdExchange"},
     style=Style("#0072B2", "P"),

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from stragglerlab.simulator.algorithms.eager import DIVIDE_BY, EXCHANGES, LATE, SoloRules
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
-from stragglerlab.simulator.algorithms.rounds import SYNC_PERIOD, RoundProcess
+from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess
 from stragglerlab.simulator.convergence import gradient_rounds
-from stragglerlab.simulator.fast import rounds
 from stragglerlab.simulator.keys import Check, Key
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ RECORD = Algorithm(
     keys=(SYNC_PERIOD, LATE, DIVIDE_BY, QUORUM),
     rules=QuorumRules,
     process=RoundProcess,
-    kernel=rounds.run,
+    kernel=KERNEL,
     update=gradient_rounds,
     exchanges=EXCHANGES,
     style=Style("#AA4499", "*"),

@@ -12,6 +12,7 @@ record names them as ``"module:Class"``; the harness resolves the name.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ class Algorithm:
     keys: tuple[Key, ...]  # the ``[algorithm]`` keys it reads (beyond name, lr, momentum, weight_decay)
     rules: Callable[[Scenario, CostModel], Any]  # its rules for one scenario
     process: Callable[[Any, Any], Any]  # (rules, reference engine) -> the object whose ``post(call)`` the engine calls
-    kernel: Callable[[Any, Any], None] | None  # (rules, fast engine) -> runs the fast engine; None: reference only
+    kernel: str | None  # "module:function" of its fast path, (rules) -> fast.engine.Kernel; None: reference only
     update: Update
     exchanges: Mapping[str, str]  # real-run backend -> "module:Class" of its exchange
     style: Style
@@ -56,3 +57,9 @@ class Algorithm:
     # steps), so every gradient is applied; otherwise a gradient enters the replicas (or the server's model) only
     # with the round or update that carries it
     own_step: bool = False
+
+
+def resolve(reference: str) -> Any:
+    """The object a ``"module:name"`` reference names (a record's kernel), its module imported now."""
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -17,7 +17,7 @@ time every rank of a real run agrees on), of the rounds that may end it (the rul
 WAGMA, whose group rounds do not): every worker stops at its release by that round, or, lagging behind it, at its
 first release after that round completed.
 
-The fast engine sweeps the same rules (:mod:`stragglerlab.simulator.fast.rounds`).
+The fast engine steps through the same rules (:data:`KERNEL`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stragglerlab.simulator.engine import Call, Engine
 from stragglerlab.simulator.imbalance import ExchangeSpread, Spread
 from stragglerlab.simulator.keys import NONNEG_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
 
 INF = float("inf")
 ACCUMULATE, DROP, DEPOSIT = "accumulate", "drop", "deposit"
+
+#: the fast path of every round-per-call algorithm
+KERNEL = "stragglerlab.simulator.fast.rounds:kernel"
 
 SYNC_PERIOD = Key("sync_period", 33, NONNEG_INT, "every k-th round is synchronous, which bounds staleness; 0: never")
 

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stragglerlab.simulator.algorithms.gossip import GossipProcess, GossipRules, iteration_rows
+from stragglerlab.simulator.algorithms.gossip import KERNEL, GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.convergence import Observer, Optimizer
-from stragglerlab.simulator.fast import gossip
 from stragglerlab.simulator.topology import exponential_phases, exponential_shift
 
 
@@ -67,7 +66,7 @@ RECORD = Algorithm(
     keys=(),
     rules=SgpRules,
     process=GossipProcess,
-    kernel=gossip.run,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#DDCC77", "p"),

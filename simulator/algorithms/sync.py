@@ -4,7 +4,7 @@ with their mean.
 With ``workload.buckets = B`` > 1 the gradient is all-reduced in B equal buckets while backward still runs, as
 Horovod and PyTorch's DDP do: bucket b of a worker is ready once its share of backward (``workload.backward`` of the
 compute) has reached it, each bucket's allreduce starts when every worker has it ready and the previous bucket's is
-done, and the round completes with the last bucket (:func:`~stragglerlab.simulator.fast.rounds.bucketed_end`).
+done, and the round completes with the last bucket (:func:`bucketed_end`, which the fast engine compiles).
 """
 
 from __future__ import annotations
@@ -14,14 +14,30 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.rounds import RoundProcess, RoundRules
+from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules
 from stragglerlab.simulator.convergence import gradient_rounds
-from stragglerlab.simulator.engine import Call
-from stragglerlab.simulator.fast import rounds
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.engine import Call
     from stragglerlab.simulator.scenario import Scenario
+
+
+def bucketed_end(starts, posts, buckets, backward, t_bucket):
+    """When the last of ``buckets`` gradient buckets of a synchronous round is all-reduced: bucket b of worker i is
+    ready at start + c·(1 − f) + c·f·(b + 1)/B (c = post − start, f = ``backward``, the share of the compute that is
+    backward; the last bucket is ready at the post itself), its allreduce starts when every worker has it ready and
+    the previous bucket's is done (one stream), and takes ``t_bucket``. Plain loops over the workers' arrays, so
+    numba compiles it as it is."""
+    end = -np.inf
+    for b in range(buckets):
+        ready = -np.inf
+        for i in range(starts.shape[0]):
+            c = posts[i] - starts[i]
+            at = posts[i] if b == buckets - 1 else starts[i] + c * (1 - backward) + c * backward * (b + 1) / buckets
+            ready = max(ready, at)
+        end = max(ready, end) + t_bucket
+    return end
 
 
 class SyncRules(RoundRules):
@@ -40,7 +56,7 @@ class SyncRules(RoundRules):
             return super().done(m, x, calls)
         starts, posts = np.array([c.t_start for c in calls]), np.array([c.t_post for c in calls])
         t_bucket = self.t_bucket * self.factors[m]
-        return float(rounds.bucketed_end(starts, posts, self.buckets, self.backward, t_bucket))
+        return float(bucketed_end(starts, posts, self.buckets, self.backward, t_bucket))
 
 
 RECORD = Algorithm(
@@ -49,7 +65,7 @@ RECORD = Algorithm(
     keys=(),
     rules=SyncRules,
     process=RoundProcess,
-    kernel=rounds.run,
+    kernel=KERNEL,
     update=gradient_rounds,
     exchanges={
         "native": "stragglerlab.realrun.algorithms.native:GradientExchange",

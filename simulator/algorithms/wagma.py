@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
-from stragglerlab.simulator.algorithms.rounds import DEPOSIT, SYNC_PERIOD, RoundProcess, RoundRules
+from stragglerlab.simulator.algorithms.rounds import DEPOSIT, KERNEL, SYNC_PERIOD, RoundProcess, RoundRules
 from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
-from stragglerlab.simulator.fast import rounds
 from stragglerlab.simulator.keys import Check, Key
 
 if TYPE_CHECKING:
@@ -188,7 +187,7 @@ RECORD = Algorithm(
     keys=(SYNC_PERIOD, GROUP_SIZE),
     rules=WagmaRules,
     process=RoundProcess,
-    kernel=rounds.run,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.wagma:WagmaExchange"},
     style=Style("#009E73", "D"),

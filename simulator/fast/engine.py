@@ -1,19 +1,28 @@
 """The fast engine: the reference engine's tables from compiled sweeps over arrays.
 
-Each algorithm's record names its kernel (:mod:`.rounds` for the round-per-call algorithms); the kernel takes the
-very rules object the reference engine's process takes, so the two engines cannot disagree on parameters, only on
-mechanics, and a test compares their tables on random scenarios. This module is what every kernel shares: the window
-of rows and compute times, and handing final rows and round rows over.
+The engine owns the loop over time. It keeps a window of iterations (every worker's compute times, call costs and
+exchange factors, and the rows being written), and calls the algorithm's *step*: a function compiled with numba that
+advances the run as far as the window and its round output allow, and says why it stopped (:data:`DONE`,
+:data:`NEED_ROWS`, :data:`OUT_FULL`). The engine then hands the round rows over, hands the final rows over and slides
+the window, and calls the step again. An algorithm's fast path is a :class:`Kernel`: its step and the state it starts
+from, built from the very rules object the reference engine's process takes, so the two engines cannot disagree on
+parameters, only on mechanics; a test compares their tables on random scenarios.
 
-Rows are produced in a sliding window of iterations: a row is handed to ``rows`` once no later event can change
-it, so memory grows with the window (a few dozen iterations × workers), not with the run, and nothing is kept when
-the caller only aggregates.
+A step sees the window as :class:`Rows` and the round output as :class:`RoundRows`, and its own state as one tuple of
+arrays and parameters; it keeps in that state everything it needs to resume. It writes every recorded column of a
+row (``model_version`` included) and, when it stops for rows, how many of the window's iterations are final
+(``Rows.at[FINAL]``: no later event can change them); when it is done, how many rows each worker has
+(``Rows.stop``: fewer than the iterations where the time budget stopped it).
+
+Rows are handed over in a sliding window, so memory grows with the window (a few dozen iterations × workers), not
+with the run, and nothing is kept when the caller only aggregates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -24,81 +33,104 @@ if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
 
 RowsCallback = Callable[[Mapping[str, np.ndarray]], None]
-#: what a kernel returns when it stops: all done, or it needs the driver to slide the window, to widen its queues,
-#: or to hand over the round rows it filled
-DONE, NEED_ROWS, NEED_PENDING, OUT_FULL = 0, 1, 2, 3
-#: the columns of round rows a kernel fills (the driver adds ``kind`` and ``group``)
-ROUND_OUTPUT = {
-    "round": np.int64,
-    "initiator": np.int64,
-    "t_trigger": np.float64,
-    "t_done": np.float64,
-    "contributors": np.int64,
-    "fresh": np.int64,
-}
+#: why a step stopped: the run is done; the window must slide (or grow, when no row is final); the round output is full
+DONE, NEED_ROWS, OUT_FULL = 0, 1, 2
+#: ``Rows.at``: the window's first iteration (set by the engine), the end of its final rows (set by the step)
+BASE, FINAL = 0, 1
+#: round rows a step may write before it hands them over (at least one iteration's of every worker)
+OUT_ROWS = 1 << 18
+
+#: ``factors(n0, n1, out)``: the factors of every worker's exchange at iterations n0 .. n1-1 into ``out``
+Factors = Callable[[int, int, np.ndarray], None]
 
 
-@njit(cache=True)
+class Rows(NamedTuple):
+    """The window as a step sees it: rows × workers arrays of iterations [at[BASE], at[BASE] + rows)."""
+
+    compute: np.ndarray  # compute times
+    calls: np.ndarray  # software cost of a call released at its post (0 without ``workload.call``)
+    factors: np.ndarray  # each worker's exchange factor (one row of 1s where the kernel asks for none)
+    start: np.ndarray  # the recorded columns the step writes
+    post: np.ndarray
+    done: np.ndarray
+    round: np.ndarray
+    version: np.ndarray
+    fresh: np.ndarray
+    at: np.ndarray  # int64: BASE, FINAL
+    stop: np.ndarray  # int64, one per worker: its rows in the run, set by the step when it is done
+
+
+class RoundRows(NamedTuple):
+    """Round rows a step writes, from index 0; ``written[0]`` of them so far. ``kind`` is an index into the
+    kernel's :attr:`Kernel.kinds`."""
+
+    round: np.ndarray
+    kind: np.ndarray
+    initiator: np.ndarray
+    t_trigger: np.ndarray
+    t_done: np.ndarray
+    contributors: np.ndarray
+    fresh: np.ndarray
+    group: np.ndarray
+    written: np.ndarray
+
+    @classmethod
+    def empty(cls, size: int) -> RoundRows:
+        ints = ("round", "kind", "initiator", "contributors", "fresh", "group")
+        return cls(
+            **{name: np.zeros(size, dtype=np.int64 if name in ints else np.float64) for name in cls._fields[:-1]},
+            written=np.zeros(1, dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """An algorithm's fast path for one scenario: ``step(state, rows, out) -> status``, compiled, and the state it
+    starts from (a tuple of arrays and parameters, built from the algorithm's rules)."""
+
+    step: Callable[[Any, Rows, RoundRows], int]
+    state: tuple
+    kinds: tuple[str, ...]  # the ``kind`` of each index a step writes into RoundRows.kind
+    factors: Factors | None = None  # fills Rows.factors; None: all 1
+    window: int = 1  # the fewest iterations the window may hold
+
+
+@njit(cache=True, inline="always")
 def returned(post, release, cost):
     """When a call posted at ``post`` and released at ``release`` returns: after its software cost ``cost`` when it
     was released the instant it posted (it waited for no exchange), else at its release."""
     return post + cost if release == post else release
 
 
-def _block(
-    window: _Window,
-    last: int,
-    version: Callable[[np.ndarray, np.ndarray], np.ndarray],
-    limit: np.ndarray | None = None,
-) -> dict:
-    """The recorded columns of the final rows of iterations [window.base, last), iteration-major, only those below
-    each worker's ``limit`` when one is given (the time budget stopped the workers there); the times are views into
-    the window's buffers, valid until the window slides, or copies when rows are left out."""
-    count = last - window.base
-    iteration = np.repeat(np.arange(window.base, last, dtype=np.int64), window.workers)
-    worker = np.tile(np.arange(window.workers, dtype=np.int64), count)
-    columns = {
-        "worker": worker,
-        "iteration": iteration,
-        "t_start": window.start[:count].ravel(),
-        "t_post": window.post[:count].ravel(),
-        "t_done": window.done[:count].ravel(),
-        "round": window.round[:count].ravel(),
-        "fresh": window.fresh[:count].ravel(),
-    }
-    if limit is not None:
-        kept = iteration < limit[worker]
-        columns = {name: column[kept] for name, column in columns.items()}
-    columns["model_version"] = version(columns["iteration"], columns["round"])
-    return columns
-
-
-#: ``factors(n0, n1, out)``: the factors of every worker's exchange at iterations n0 .. n1-1 into ``out``
-Factors = Callable[[int, int, np.ndarray], None]
-
-
 class _Window:
-    """Row buffers, compute times, call costs (``calls``, all 0 without ``workload.call``) and, where the rules give
-    them, the factors of each worker's own exchange (``factors``; else one row of 1s) for iterations [base, base +
-    size), slid forward as rows become final."""
+    """The window's buffers for iterations [base, base + size), slid forward as rows become final."""
 
-    def __init__(
-        self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None = None
-    ):
+    def __init__(self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None):
         self.compute, self.call_costs, self.iterations, self.workers = compute, calls, iterations, compute.workers
         self.exchange_factors = factors
         self.base, self.size = 0, size
+        self.at = np.zeros(2, dtype=np.int64)
+        self.stop = np.full(self.workers, iterations, dtype=np.int64)
         self._allocate(size)
         self._fill(0, min(size, iterations))
 
     def _allocate(self, size: int) -> None:
         shape = (size, self.workers)
-        self.start, self.post, self.done = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-        self.round = np.full(shape, -1, dtype=np.int64)
-        self.fresh = np.zeros(shape, dtype=np.bool_)
-        self.times = np.zeros(shape)
-        self.calls = np.zeros(shape)
+        self.times, self.calls = np.zeros(shape), np.zeros(shape)
         self.factors = np.ones(shape if self.exchange_factors is not None else (1, self.workers))
+        self.start, self.post, self.done = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        self.round, self.version = np.full(shape, -1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
+        self.fresh = np.zeros(shape, dtype=np.bool_)
+        # the iteration and worker columns of a block of rows, less the base
+        self.iteration = np.repeat(np.arange(size, dtype=np.int64), self.workers)
+        self.worker = np.tile(np.arange(self.workers, dtype=np.int64), size)
+
+    def rows(self) -> Rows:
+        self.at[BASE] = self.base
+        return Rows(
+            self.times, self.calls, self.factors, self.start, self.post, self.done, self.round, self.version,
+            self.fresh, self.at, self.stop,
+        )  # fmt: skip
 
     def _fill(self, first: int, last: int) -> None:
         """Compute times, call costs and exchange factors of iterations [first, last) into the window."""
@@ -110,12 +142,25 @@ class _Window:
             if self.exchange_factors is not None:
                 self.exchange_factors(first, last, self.factors[rows])
 
-    def released(self, last: int) -> np.ndarray:
-        """When the calls of iterations [base, last) were released: a call that returned after its software cost
-        was released at its post."""
-        count = last - self.base
-        post, done = self.post[:count], self.done[:count]
-        return np.where(done == post + self.calls[:count], post, done)
+    def block(self, last: int, limit: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The recorded columns of iterations [base, last), iteration-major, only those below each worker's
+        ``limit`` when one is given; the times are views into the buffers, valid until the window slides, or copies
+        when rows are left out."""
+        cells = (last - self.base) * self.workers
+        columns = {
+            "worker": self.worker[:cells],
+            "iteration": self.iteration[:cells] + self.base,
+            "t_start": self.start.reshape(-1)[:cells],
+            "t_post": self.post.reshape(-1)[:cells],
+            "t_done": self.done.reshape(-1)[:cells],
+            "round": self.round.reshape(-1)[:cells],
+            "model_version": self.version.reshape(-1)[:cells],
+            "fresh": self.fresh.reshape(-1)[:cells],
+        }
+        if limit is not None:
+            kept = columns["iteration"] < limit[columns["worker"]]
+            columns = {name: column[kept] for name, column in columns.items()}
+        return columns
 
     def slide(self, final: int) -> None:
         """Drop the final rows [base, final) and move the rest to the front; double the window when none could be
@@ -136,7 +181,7 @@ class _Window:
         self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
 
     def _buffers(self) -> tuple[np.ndarray, ...]:
-        rows = self.start, self.post, self.done, self.round, self.fresh, self.times, self.calls
+        rows = self.times, self.calls, self.start, self.post, self.done, self.round, self.version, self.fresh
         return (*rows, self.factors) if self.exchange_factors is not None else rows
 
 
@@ -157,39 +202,41 @@ class FastEngine:
         self.compute, self.calls = ComputeTimes(scenario), CallCosts(scenario)
         self.requested = window
 
-    def run(self, kernel: Callable[[Any, FastEngine], None], rules: Any) -> None:
-        """Run an algorithm's ``kernel`` with its ``rules``."""
-        kernel(rules, self)
+    def window_size(self, least: int = 1) -> int:
+        """Iterations per window: enough to amortise the sweeps, few enough to keep it under ~100 MB, at least
+        ``least``."""
+        return max(self.requested or max(64, 2 * least, min(2048, 2**21 // self.P)), least)
 
-    def window_size(self, stride: int = 1) -> int:
-        """Iterations per window: enough to amortise the sweeps, few enough to keep it under ~100 MB."""
-        return self.requested or max(64, 4 * stride, min(2048, 2**21 // self.P))
+    def run(self, kernel: Kernel) -> None:
+        """Run ``kernel``'s step until it is done."""
+        window = _Window(self.compute, self.calls, self.N, self.window_size(kernel.window), kernel.factors)
+        out = RoundRows.empty(max(OUT_ROWS, self.P))
+        kinds = np.array(kernel.kinds, dtype=object)
+        while True:
+            status = kernel.step(kernel.state, window.rows(), out)
+            self._emit(out, kinds)
+            if status == DONE:
+                break
+            if status == NEED_ROWS:
+                final = int(window.at[FINAL])
+                self._flush(window, final)
+                window.slide(final)
+        self._flush(window, int(window.stop.max(initial=0)), window.stop)
 
-    def window(self, size: int, factors: Factors | None = None) -> _Window:
-        """A window of ``size`` iterations; ``factors`` fills its exchange factors (else all 1)."""
-        return _Window(self.compute, self.calls, self.N, size, factors)
-
-    @staticmethod
-    def round_buffers(size: int) -> dict[str, np.ndarray]:
-        """Arrays for up to ``size`` round rows of a kernel's output."""
-        return {name: np.zeros(size, dtype=dtype) for name, dtype in ROUND_OUTPUT.items()}
-
-    def flush(
-        self,
-        window: _Window,
-        final: int,
-        version: Callable[[np.ndarray, np.ndarray], np.ndarray],
-        limit: np.ndarray | None = None,
-    ) -> None:
-        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given
-        (where the time budget stopped it); ``version(iteration, round)`` gives their model versions."""
+    def _flush(self, window: _Window, final: int, limit: np.ndarray | None = None) -> None:
+        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given."""
         if final > window.base:
-            block = _block(window, final, version, limit)
+            block = window.block(final, limit if limit is not None and (limit < final).any() else None)
             self.rows(block)
             if self.progress is not None:
                 self.progress(len(block["iteration"]))
 
-    def emit_rounds(self, count: int, out: dict[str, np.ndarray], kind: np.ndarray, group: np.ndarray) -> None:
-        """Hand over the first ``count`` round rows of a kernel's output, with their kinds and groups."""
+    def _emit(self, out: RoundRows, kinds: np.ndarray) -> None:
+        """Hand over the round rows the step wrote."""
+        count = int(out.written[0])
         if count:
-            self.rounds({**{name: out[name][:count].copy() for name in ROUND_OUTPUT}, "kind": kind, "group": group})
+            columns = {
+                name: getattr(out, name)[:count].copy() for name in out._fields if name not in ("written", "kind")
+            }
+            self.rounds({**columns, "kind": kinds[out.kind[:count]]})
+            out.written[0] = 0

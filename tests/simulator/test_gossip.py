@@ -197,17 +197,18 @@ def test_adpsgd_peers_serve_one_exchange_at_a_time_first_come_first_served(tmp_p
 
 
 def test_adpsgd_peers_are_drawn_in_the_fast_kernel_as_the_rules_draw_them():
-    from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules, drawn_peer
+    from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules
     from stragglerlab.simulator.costs import cost_model
+    from stragglerlab.simulator.fast.adpsgd import drawn_peer, kernel
 
     for P, topology in [(6, "ring"), (11, "exponential"), (12, "torus"), (1, "ring")]:
         s = scenario(
             seed=2**32 - 1, **{"algorithm.name": "ad-psgd", "cluster.workers": P, "algorithm.topology": topology}
         )
         rules = AdPsgdRules(s, cost_model(s))
-        draws = rules.draws()
+        state = kernel(rules).state
         for n in [*range(60), 2**31 + 7, 2**40 + 3]:
-            assert [drawn_peer(i, n, draws) for i in range(P)] == [rules.peer(i, n) for i in range(P)]
+            assert [drawn_peer(state, i, n) for i in range(P)] == [rules.peer(i, n) for i in range(P)]
 
 
 def test_topology_is_checked():

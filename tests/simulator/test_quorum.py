@@ -165,5 +165,5 @@ def test_the_fast_engines_selection_finds_the_kth_post_among_ties():
             posts = rng.integers(0, spread, size).astype(float)
             order = np.lexsort((np.arange(size), posts))  # by time, then worker
             for q in {q for q in (1, 2, size // 2, size - 1, size) if 1 <= q <= size}:
-                waves = (np.full(size, -np.inf), np.zeros(size, dtype=np.int64))  # no post ties with a release
-                assert kth_post(posts, q, np.zeros(size), waves) == order[q - 1], (size, spread, q)
+                waves = np.full(size, -np.inf), np.zeros(size, dtype=np.int64)  # no post ties with a release
+                assert kth_post(posts, q, np.zeros(size), *waves) == order[q - 1], (size, spread, q)

@@ -1,0 +1,214 @@
+"""The fast path of LSGD: the counting trigger of :class:`~stragglerlab.simulator.algorithms.lsgd.LsgdRules` as a
+compiled step.
+
+All workers start together after an exchange and run free until the next, so each free run's post times are
+computed and the one that triggers the next exchange is selected (:func:`~.order.kth_smallest`): one O(P·period)
+pass per exchange.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
+from stragglerlab.simulator.fast.order import kth_smallest
+
+if TYPE_CHECKING:
+    from stragglerlab.simulator.algorithms.lsgd import LsgdRules
+
+#: ``State.at``: exchanges done, posts counted before the current free run
+ROUND, COUNT = 0, 1
+
+
+class State(NamedTuple):
+    t_exchange: np.ndarray  # each exchange's time
+    t_start: np.ndarray  # per worker: when its free run starts (the last exchange's end, or 0)
+    iteration: np.ndarray  # its next iteration: the first of the free run
+    before: np.ndarray  # its posts of the free run ahead of the trigger
+    at: np.ndarray  # int64: ROUND, COUNT
+    local_every: int
+    global_every: int
+    update: float
+    budget: float
+    iterations: int
+
+
+def kernel(rules: LsgdRules) -> Kernel:
+    """The fast path of ``rules``."""
+    P = rules.P
+    state = State(
+        rules.t_exchange * rules.factors, np.zeros(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+        np.zeros(2, dtype=np.int64), int(rules.local_every), int(rules.global_every), float(rules.update),
+        float(rules.budget), int(rules.N),
+    )  # fmt: skip
+    return Kernel(step, state, ("leader",))
+
+
+@njit(cache=True)
+def step(s, rows, out):
+    """Run LSGD's exchanges one free run at a time, then the workers' free run to the end.
+
+    The exchange is triggered by the post that brings the count of posts to the next multiple of ``local_every`` or
+    ``global_every``, every other worker joins with its first post after that one in the engine's order, and the
+    exchange starts at the last join. An exchange that completes at or after the time budget is the last: every
+    worker stops at its release from it."""
+    P = s.t_start.shape[0]
+    base = rows.at[BASE]
+    written = out.written[0]
+    while True:
+        if written == out.round.shape[0]:
+            out.written[0] = written
+            return OUT_FULL
+        count = s.at[COUNT]
+        target = min((count // s.local_every + 1) * s.local_every, (count // s.global_every + 1) * s.global_every)
+        status, w = _trigger(s, rows, target - count)
+        if status != DONE:
+            out.written[0] = written
+            rows.at[FINAL] = s.iteration.min()  # rows from a worker's free run on may still change
+            return status
+        if w < 0:
+            break
+        # every worker's rows up to its join are carried by exchange m, which starts at the last join
+        m = s.at[ROUND]
+        start = 0.0
+        for i in range(P):
+            start = max(start, rows.post[s.iteration[i] + s.before[i] - base, i])
+        done = start + s.t_exchange[m]
+        out.round[written] = m
+        out.kind[written] = 0
+        out.initiator[written] = w
+        out.t_trigger[written] = rows.post[s.iteration[w] + s.before[w] - base, w]
+        out.t_done[written] = done
+        out.contributors[written] = P
+        out.fresh[written] = P
+        out.group[written] = -1 if target % s.global_every == 0 else 0
+        written += 1
+        for r in range(s.before.max() + 1):
+            for i in range(P):
+                if r <= s.before[i]:
+                    k = s.iteration[i] + r - base
+                    rows.round[k, i] = m
+                    rows.fresh[k, i] = True
+        for i in range(P):
+            k = s.iteration[i] + s.before[i] - base
+            rows.done[k, i] = returned(rows.post[k, i], done, rows.calls[k, i])
+            s.t_start[i] = rows.done[k, i] + s.update
+            s.iteration[i] += s.before[i] + 1
+        s.at[ROUND] = m + 1
+        s.at[COUNT] = target + P - 1  # the trigger, then one join per other worker
+        if done >= s.budget:
+            rows.stop[:] = s.iteration
+            out.written[0] = written
+            return DONE
+    # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
+    # only once some worker's last iteration was computed
+    _steps(s, rows, s.t_start, s.iteration, np.full(P, s.iterations))
+    out.written[0] = written
+    return DONE
+
+
+@njit(cache=True)
+def _trigger(s, rows, posts):
+    """The worker whose post triggers the free run's exchange: the ``posts``-th post since the run started, in the
+    engine's order (time, then wave, then worker); ``s.before[i]``: worker i's posts ahead of it (for the initiator,
+    those before the trigger). Returns (status, worker); worker -1 when no exchange comes: some worker posts its last
+    iteration ahead of the trigger, or fewer posts remain.
+
+    Each worker's posts are computed up to a horizon, about ``posts / P`` at first, doubled for the workers whose
+    horizon does not reach past the trigger found so far (which then moves only earlier), until all do.
+    """
+    P = s.t_start.shape[0]
+    iteration = s.iteration
+    if iteration.max() == s.iterations:  # a worker joined the last exchange with its last iteration
+        return DONE, -1
+    end = rows.at[BASE] + rows.post.shape[0]
+    t = s.t_start.copy()  # each worker's next start (its last computed post, plus the update)
+    reach = iteration.copy()  # the posts are computed up to here (exclusive)
+    grow = np.minimum(iteration + posts // P + 2, s.iterations)
+    if grow.max() > end:
+        return NEED_ROWS, -1
+    while True:
+        _steps(s, rows, t, reach, grow)
+        reach[:] = grow
+        w = _select(posts, iteration, reach, rows, s.before)
+        more = False
+        for i in range(P):
+            if i != w and reach[i] < s.iterations and (w < 0 or iteration[i] + s.before[i] == reach[i]):
+                grow[i] = min(reach[i] + max(reach[i] - iteration[i], 1), s.iterations, end)
+                if grow[i] == reach[i]:
+                    return NEED_ROWS, -1
+                more = True
+        if not more:
+            break
+    if w >= 0:
+        for i in range(P):
+            if i != w and iteration[i] + s.before[i] == reach[i]:  # it posted its last iteration ahead of the trigger
+                return DONE, -1
+    return DONE, w
+
+
+@njit(cache=True)
+def _select(posts, iteration, reach, rows, before):
+    """The worker of the ``posts``-th of the computed posts (rows [iteration, reach) of each worker) in (time, wave,
+    worker) order, -1 when there are fewer; into ``before``, how many of each worker's come ahead of it. The posts
+    at the trigger's instant come in waves: a worker's q-th post at one instant computed nothing after a release at
+    it, so it is in wave q."""
+    P = iteration.shape[0]
+    count = (reach - iteration).sum()
+    if count < posts:
+        return -1
+    base = rows.at[BASE]
+    times = np.empty(count)
+    j = 0
+    for r in range((reach - iteration).max()):  # row by row: the window's rows are far apart
+        for i in range(P):
+            if iteration[i] + r < reach[i]:
+                times[j] = rows.post[iteration[i] + r - base, i]
+                j += 1
+    v = kth_smallest(times, posts, np.empty(count))
+    rank = posts
+    equal = np.zeros(P, dtype=np.int64)
+    for i in range(P):  # each worker's posts are in time order
+        before[i] = 0
+        k = iteration[i]
+        while k < reach[i] and rows.post[k - base, i] < v:
+            k += 1
+        before[i] = k - iteration[i]
+        rank -= before[i]
+        while k < reach[i] and rows.post[k - base, i] == v:
+            k += 1
+            equal[i] += 1
+    q = 0
+    while True:
+        for w in range(P):
+            if equal[w] > q:
+                rank -= 1
+                if rank == 0:
+                    for i in range(P):
+                        before[i] += min(equal[i], q + 1 if i < w else q)
+                    return w
+        q += 1
+
+
+@njit(cache=True)
+def _steps(s, rows, t, first, last):
+    """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post (returning
+    after its call cost) and on the model of the exchanges so far; t[i] ends as the next start (the last return plus
+    the update). Row by row across the workers, for locality."""
+    base = rows.at[BASE]
+    version = s.at[ROUND]
+    for r in range((last - first).max()):
+        for i in range(t.shape[0]):
+            if first[i] + r < last[i]:
+                k = first[i] + r - base
+                x = t[i]
+                rows.start[k, i] = x
+                x += rows.compute[k, i]
+                rows.post[k, i] = x
+                x += rows.calls[k, i]
+                rows.done[k, i] = x
+                rows.version[k, i] = version
+                t[i] = x + s.update
