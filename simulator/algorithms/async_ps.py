@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.server import SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
+from stragglerlab.simulator.algorithms.server import KERNEL, SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
 from stragglerlab.simulator.convergence import Observer, Optimizer
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ RECORD = Algorithm(
     keys=(SERVERS, SERVER_GAMMA),
     rules=AsyncPsRules,
     process=ServerProcess,
-    kernel=None,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:AsyncPsExchange"},
     style=Style("#D55E00", "X"),

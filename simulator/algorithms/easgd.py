@@ -17,7 +17,7 @@ from stragglerlab.simulator.algorithms.async_ps import gradient, served
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.lsgd import PULL
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.server import SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
+from stragglerlab.simulator.algorithms.server import KERNEL, SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
 from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ RECORD = Algorithm(
     keys=(PERIOD, PULL, SERVERS, SERVER_GAMMA),
     rules=EasgdRules,
     process=ServerProcess,
-    kernel=None,
+    kernel=KERNEL,
     update=update,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
     style=Style("#882255", "h"),

@@ -25,13 +25,15 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from stragglerlab.simulator.engine import Call, Engine
+import numpy as np
+
 from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import NONNEG, POSITIVE_INT, Key
 from stragglerlab.simulator.network import message_bytes
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
+    from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
 
 SERVERS = Key("servers", 1, POSITIVE_INT, "async-ps, easgd: shards of the parameter server (each n/servers bytes)")
@@ -42,6 +44,8 @@ SERVER_GAMMA = Key(
     "async-ps, easgd: seconds per byte a server shard spends on a push beyond taking it in and adding it",
 )
 PUSH = "push"  # the rounds table's kind of a server update
+#: the fast path of the server algorithms
+KERNEL = "stragglerlab.simulator.fast.server:kernel"
 
 
 class ServerRules:
@@ -67,6 +71,10 @@ class ServerRules:
     def factor(self, call: Call) -> float:
         """The factor on the times of ``call``'s push, its service and its reply."""
         return self.spread.at(self.variation, call.iteration, call.worker)
+
+    def factors(self, n0: int, n1: int, out: np.ndarray) -> None:
+        """The factors of every worker's push at iterations ``n0 .. n1-1`` into ``out``."""
+        self.spread.block(self.variation, n0, n1, out)
 
 
 class ServerProcess:

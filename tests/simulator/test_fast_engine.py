@@ -64,6 +64,8 @@ def scenarios(draw):
         "algorithm.global_period": draw(st.integers(1, 16)),
         "algorithm.quorum": draw(st.integers(0, workers)),
         "algorithm.topology": draw(st.sampled_from(["ring", "torus", "exponential"])),
+        "algorithm.servers": draw(st.integers(1, 4)),
+        "algorithm.server_gamma": draw(st.sampled_from([0.0, 1e-9, 1e-6])),
         # a time budget: none, or anywhere from before the first round to past the last
         "duration": draw(st.one_of(st.just(0.0), st.floats(0.001, 20.0))),
     }
@@ -191,6 +193,34 @@ def test_adpsgd_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, alpha
                     "imbalance.kind": "trace",
                     "imbalance.file": str(tmp_path / "c.npy"),
                     **keys,
+                },
+            ),
+            window=window,
+        )
+
+
+@pytest.mark.parametrize("name", ["async-ps", "easgd"])
+@pytest.mark.parametrize("alpha, gamma", [(0.0, 0.0), (0.05, 0.0), (0.0, 1e-3)])
+def test_server_batches_keep_the_order_of_ties_and_zero_computes(tmp_path, name, alpha, gamma):
+    # computes of 0, 0.1 and 0.2 s: pushes arrive in whole rows at one instant, and with pushes and services of no
+    # time a worker pushes again at the very instant of its reply (after that instant's other pushes)
+    c = np.random.default_rng(7).integers(0, 3, size=(40, 12)) * 0.1
+    c[:, :3] = 0.0
+    np.save(tmp_path / "c.npy", c)
+    for window in (4, 16):
+        assert_same_tables(
+            scenario(
+                iterations=40,
+                **{
+                    "algorithm.name": name,
+                    "algorithm.period": 3,
+                    "algorithm.server_gamma": gamma,
+                    "network.alpha": alpha,
+                    "network.beta": 0.0,
+                    "workload.params": 1000,
+                    "cluster.workers": 12,
+                    "imbalance.kind": "trace",
+                    "imbalance.file": str(tmp_path / "c.npy"),
                 },
             ),
             window=window,

@@ -6,12 +6,14 @@ exchange on a hand case."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.run import engine_for, train
 from stragglerlab.simulator.workloads import load as load_workload
@@ -137,9 +139,12 @@ def test_easgd_exchanges_every_period_and_its_local_steps_return_at_once(tmp_pat
     assert len(rounds) == 4 * 3 and (it["round"][it.iteration >= 9] == -1).all()
 
 
-def test_server_keys_and_engine_choice():
+def test_server_keys_and_engine_choice(monkeypatch):
     s = scenario(**{"algorithm.name": "async-ps"})
-    assert engine_for(s) == "reference"
+    assert engine_for(s) == "fast"
+    # an algorithm without a fast path runs on the reference engine only
+    monkeypatch.setitem(algorithms.REGISTRY, "easgd", dataclasses.replace(algorithms.get("easgd"), kernel=None))
+    assert engine_for(scenario(**{"algorithm.name": "easgd"})) == "reference"
     with pytest.raises(ScenarioError, match="has no fast kernel"):
         scenario(**{"algorithm.name": "easgd", "engine": "fast"})
     with pytest.raises(ScenarioError, match="servers.*a positive integer"):
