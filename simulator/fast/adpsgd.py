@@ -14,6 +14,7 @@ from numba import njit
 
 from stragglerlab.simulator.algorithms.eager import SPLITMIX
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
+from stragglerlab.simulator.fast.order import earlier
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules
@@ -24,11 +25,13 @@ _GOLDEN, _MIX1, _MIX2 = (np.uint64(c) for c in SPLITMIX)  # numba's uint64 wraps
 class State(NamedTuple):
     pending: np.ndarray  # per worker: its next post not yet taken (inf: none)
     wave: np.ndarray  # its wave at its instant
+    bound: np.ndarray  # the earliest its post after the pending one can be, less its compute (inf: it has none)
     parked: np.ndarray  # its next post is still to compute (at first: every worker's)
     next: np.ndarray  # its next iteration
     t_start: np.ndarray  # when the one after starts
     free: np.ndarray  # when its communication thread is next free
     peer: np.ndarray  # the peer of its pending post
+    node: np.ndarray  # its node
     batch: np.ndarray  # scratch: the batch in worker order, in peer order (P each), where each peer's requests end
     order: np.ndarray
     first: np.ndarray
@@ -41,7 +44,7 @@ class State(NamedTuple):
     degree: np.ndarray
     t_inter: float  # an exchange across nodes, inside one
     t_intra: float
-    per_node: int
+    spread: bool  # whether exchanges vary by the window's factors (else every factor is 1)
     update: float
     budget: float
     iterations: int
@@ -50,47 +53,86 @@ class State(NamedTuple):
 def kernel(rules: AdPsgdRules) -> Kernel:
     """The fast path of ``rules``."""
     P = rules.P
+    spread = not rules.variation.exact
     state = State(
-        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
-        np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64),
+        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
+        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64),
+        np.arange(P, dtype=np.int64) // rules.per_node,
         np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P + 2, dtype=np.int64),
         np.zeros(P), np.zeros(P), np.zeros(P),
         *rules.draws(),
-        float(rules.link[False]), float(rules.link[True]), int(rules.per_node), float(rules.update),
-        float(rules.budget), int(rules.N),
+        float(rules.link[False]), float(rules.link[True]), spread, float(rules.update), float(rules.budget),
+        int(rules.N),
     )  # fmt: skip
-    return Kernel(step, state, (rules.kind,), rules.factors)
+    return Kernel(step, state, (rules.kind,), rules.factors if spread else None)
 
 
 @njit(cache=True, inline="always")  # in the step's loops: no call per post
-def drawn_peer(s, w, n):
-    """:func:`~stragglerlab.simulator.algorithms.adpsgd.peer` of worker ``w`` at iteration ``n`` from the draws, in
-    numba's uint64 (no branch: a branch here costs the step more than the hash)."""
-    z = s.hashes[w] + np.uint64(n + 1) * _GOLDEN
+def drawn_peer(hashes, flat, offset, degree, w, n):
+    """:func:`~stragglerlab.simulator.algorithms.adpsgd.peer` of worker ``w`` at iteration ``n`` from the draws
+    (:meth:`~stragglerlab.simulator.algorithms.adpsgd.AdPsgdRules.draws`), in numba's uint64. It takes arrays, not
+    the state: an inlined call passing the state's tuple counts a reference to each of its arrays, a hundred times
+    the hash."""
+    z = hashes[w] + np.uint64(n + 1) * _GOLDEN
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
     z ^= z >> np.uint64(31)
-    return s.flat[s.offset[w] + np.int64(z % s.degree[w])]
+    d = degree[w]
+    # z mod d; a power of two (a ring's 2, a torus's 4) by its mask, as a division costs more than the whole hash
+    return flat[offset[w] + np.int64(z & (d - np.uint64(1)) if d & (d - np.uint64(1)) == 0 else z % d)]
 
 
-@njit(cache=True, inline="always")  # in the step's loops: no call per post
-def _post(s, rows, w, k):
-    """Worker ``w`` computes window row ``k`` from its start and posts: its wave holds only if it computes nothing."""
-    rows.start[k, w] = s.t_start[w]
-    rows.post[k, w] = s.pending[w] = s.t_start[w] + rows.compute[k, w]
-    s.wave[w] = s.wave[w] if rows.compute[k, w] == 0.0 else 0
+@njit(cache=True)
+def _post(s, rows, workers, count, horizon, least):
+    """Each of ``workers[:count]`` computes its next window row from its start and posts (its wave holds only if it
+    computes nothing), and draws the peer of that post. A worker that needs a row past the window is parked, to post
+    once the window has slid. Returns whether one is, and ``horizon`` and ``least`` with the posts made taken in."""
+    next_, t_start, pending, wave, bound, parked, peer = s.next, s.t_start, s.pending, s.wave, s.bound, s.parked, s.peer
+    hashes, flat, offset, degree = s.hashes, s.flat, s.offset, s.degree
+    compute, start, post = rows.compute, rows.start, rows.post
+    iterations, update = s.iterations, s.update
+    base = rows.at[BASE]
+    size = post.shape[0]
+    parks = False
+    for a in range(count):
+        w = workers[a]
+        k = next_[w] - base
+        if k == size:
+            parked[w] = parks = True
+            continue
+        parked[w] = False
+        start[k, w] = t_start[w]
+        post[k, w] = pending[w] = t = t_start[w] + compute[k, w]
+        wave[w] = wave[w] if compute[k, w] == 0.0 else 0
+        bound[w] = t + update if next_[w] + 1 < iterations else np.inf  # its next post: after this one, the update
+        horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
+        if earlier(pending[w], wave[w], w, pending[least], wave[least], least):
+            least = w
+    for a in range(count):  # the peers in a loop of their own, where the hashes overlap
+        w = workers[a]
+        if not parked[w]:
+            peer[w] = drawn_peer(hashes, flat, offset, degree, w, next_[w])
+    return parks, horizon, least
 
 
 @njit(cache=True)
 def _carried(rows, last):
     """Every row of the window before iteration ``last`` as its own round carries it, fresh, on the model of its
     iteration."""
+    round_, version, fresh = rows.round, rows.version, rows.fresh
     base = rows.at[BASE]
     for k in range(last - base):
-        for w in range(rows.round.shape[1]):
-            rows.round[k, w] = base + k
-            rows.version[k, w] = base + k
-            rows.fresh[k, w] = True
+        round_[k] = base + k
+        version[k] = base + k
+        fresh[k] = True
+
+
+@njit(cache=True)
+def _need_rows(s, rows):
+    """The window must slide: rows are final up to the least advanced worker's iteration."""
+    rows.at[FINAL] = s.next.min()
+    _carried(rows, rows.at[FINAL])
+    return NEED_ROWS
 
 
 @njit(cache=True)
@@ -110,109 +152,130 @@ def step(s, rows, out):
     meet only at a common peer's thread, so the batch is taken peer by peer, each peer's requests in (time, wave,
     worker) order, which gives the reference engine's times exactly; only the times of the exchanges need that order,
     and everything else (the rows, the next posts) is done in worker order, where the window's rows are read and
-    written one after the other. A scan and a counting sort per batch instead of a heap operation per post."""
-    P = s.pending.shape[0]
+    written one after the other. A scan and a counting sort per batch instead of a heap operation per post; the next
+    batch's horizon and least post are gathered on the way, from the posts left out and the posts made."""
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    pending, wave, bound, next_, t_start, free, peer, node = (
+        s.pending,
+        s.wave,
+        s.bound,
+        s.next,
+        s.t_start,
+        s.free,
+        s.peer,
+        s.node,
+    )
+    batch, order, first_, cost, begin_, end_ = s.batch, s.order, s.first, s.cost, s.begin, s.end
+    compute, calls, factors, done_ = rows.compute, rows.calls, rows.factors, rows.done
+    o_round, o_kind, o_initiator, o_t_trigger, o_t_done, o_contributors, o_fresh, o_group = out[:8]
+    update, iterations, budget, t_intra, t_inter, spread = (
+        s.update,
+        s.iterations,
+        s.budget,
+        s.t_intra,
+        s.t_inter,
+        s.spread,
+    )
+    P = pending.shape[0]
     base = rows.at[BASE]
-    size = rows.post.shape[0]
+    size = compute.shape[0]
     written = out.written[0]
+    count = 0
     for w in range(P):
         if s.parked[w]:
-            s.parked[w] = False
-            _post(s, rows, w, s.next[w] - base)
-            s.peer[w] = drawn_peer(s, w, s.next[w])
-    while True:
-        if written + P > out.round.shape[0]:
+            batch[count] = w
+            count += 1
+    parks, _, _ = _post(s, rows, batch, count, np.inf, -1)
+    if parks:
+        out.written[0] = written
+        return _need_rows(s, rows)
+    horizon, least = np.inf, -1
+    for w in range(P):
+        if pending[w] < np.inf:
+            horizon = min(horizon, bound[w] + (compute[next_[w] - base + 1, w] if next_[w] - base + 1 < size else 0.0))
+            if earlier(pending[w], wave[w], w, pending[least], wave[least], least):
+                least = w
+    while least >= 0:
+        if written + P > o_round.shape[0]:
             out.written[0] = written
             return OUT_FULL
-        horizon, least = np.inf, -1
-        for w in range(P):
-            t = s.pending[w]
-            if t < np.inf:
-                if least < 0 or t < s.pending[least] or (t == s.pending[least] and s.wave[w] < s.wave[least]):
-                    least = w
-                k = s.next[w] - base
-                if s.next[w] + 1 < s.iterations:  # its next post: after this exchange, the update and its compute
-                    horizon = min(horizon, t + s.update + (rows.compute[k + 1, w] if k + 1 < size else 0.0))
-        if least < 0:
-            break
         count = 0
-        s.first[:] = 0  # counting sort of the batch by peer (no peer: P), stable in worker order
+        rest, first_left = np.inf, -1  # the next batch's horizon and least post, over the posts left out
+        first_[:] = 0  # counting sort of the batch by peer (no peer: P), stable in worker order
         for w in range(P):
-            if s.pending[w] < horizon or w == least:
-                j = s.peer[w]
-                s.batch[count] = w
+            t = pending[w]
+            if t < horizon or w == least:
+                j = peer[w]
+                batch[count] = w
                 count += 1
                 if j >= 0:
-                    s.first[j + 1] += 1
-                    link = s.t_intra if w // s.per_node == j // s.per_node else s.t_inter
-                    s.cost[w] = link * rows.factors[s.next[w] - base, w]
+                    first_[j + 1] += 1
+                    cost[w] = (t_intra if node[w] == node[j] else t_inter) * (
+                        factors[next_[w] - base, w] if spread else 1.0
+                    )
                 else:
-                    s.first[P + 1] += 1
+                    first_[P + 1] += 1
+            elif t < np.inf:
+                rest = min(rest, bound[w] + (compute[next_[w] - base + 1, w] if next_[w] - base + 1 < size else 0.0))
+                if earlier(pending[w], wave[w], w, pending[first_left], wave[first_left], first_left):
+                    first_left = w
         for j in range(P + 1):
-            s.first[j + 1] += s.first[j]
+            first_[j + 1] += first_[j]
         for a in range(count):
-            w = s.batch[a]
-            j = s.peer[w]
+            w = batch[a]
+            j = peer[w]
             group = j if j >= 0 else P
-            s.order[s.first[group]] = w
-            s.first[group] += 1
+            order[first_[group]] = w
+            first_[group] += 1
         begin = 0
-        for j in range(P + 1):
-            stop = s.first[j]
-            for a in range(begin + 1, stop):  # one peer's requests in order: its neighbours' at most
-                w = s.order[a]
+        for j in range(P):  # the exchanges, peer by peer, each peer's requests in order (those without a peer: none)
+            stop = first_[j]
+            for a in range(begin + 1, stop):  # its neighbours' at most: by insertion
+                w = order[a]
                 b = a
                 while b > begin and (
-                    s.pending[s.order[b - 1]] > s.pending[w]
-                    or (s.pending[s.order[b - 1]] == s.pending[w] and s.wave[s.order[b - 1]] > s.wave[w])
+                    pending[order[b - 1]] > pending[w]
+                    or (pending[order[b - 1]] == pending[w] and wave[order[b - 1]] > wave[w])
                 ):
-                    s.order[b] = s.order[b - 1]
+                    order[b] = order[b - 1]
                     b -= 1
-                s.order[b] = w
+                order[b] = w
+            for a in range(begin, stop):
+                w = order[a]
+                begin_[w] = max(pending[w], free[j])
+                end_[w] = free[j] = begin_[w] + cost[w]
             begin = stop
-        for a in range(s.first[P - 1]):  # the exchanges, each peer's requests in order (those without a peer: none)
-            w = s.order[a]
-            j = s.peer[w]
-            s.begin[w] = max(s.pending[w], s.free[j])
-            s.end[w] = s.free[j] = s.begin[w] + s.cost[w]
-        parks = False
+        going = 0
         for a in range(count):
-            w = s.batch[a]
-            t = s.pending[w]
-            s.pending[w] = np.inf
-            n = s.next[w]
+            w = batch[a]
+            t = pending[w]
+            pending[w] = np.inf
+            n = next_[w]
             k = n - base
-            j = s.peer[w]
-            done = s.end[w] if j >= 0 else t
-            rows.done[k, w] = returned(t, done, rows.calls[k, w])
-            out.round[written] = n
-            out.kind[written] = 0
-            out.initiator[written] = w
-            out.t_trigger[written] = s.begin[w] if j >= 0 else t
-            out.t_done[written] = done
-            out.contributors[written] = 2 if j >= 0 else 1
-            out.fresh[written] = 1
-            out.group[written] = j
+            j = peer[w]
+            done = end_[w] if j >= 0 else t
+            done_[k, w] = returned(t, done, calls[k, w])
+            o_round[written] = n
+            o_initiator[written] = w
+            o_t_trigger[written] = begin_[w] if j >= 0 else t
+            o_t_done[written] = done
+            o_contributors[written] = 2 if j >= 0 else 1
+            o_group[written] = j
             written += 1
-            s.next[w] = n + 1
-            if n + 1 < s.iterations and done < s.budget:
-                s.t_start[w] = rows.done[k, w] + s.update
+            next_[w] = n + 1
+            if n + 1 < iterations and done < budget:
+                t_start[w] = done_[k, w] + update
                 # back at the instant it was released, the worker posts in the next wave if it computes nothing
-                s.wave[w] = (s.wave[w] + 1 if done == t else 1) if s.update == 0.0 and rows.done[k, w] == done else 0
-                if k + 1 == size:
-                    s.parked[w] = parks = True
-                else:
-                    _post(s, rows, w, k + 1)
-        for a in range(count):  # the peers of the posts just made, in a loop of their own, where the hashes overlap
-            w = s.batch[a]
-            if s.pending[w] < np.inf:
-                s.peer[w] = drawn_peer(s, w, s.next[w])
+                wave[w] = (wave[w] + 1 if done == t else 1) if update == 0.0 and done_[k, w] == done else 0
+                batch[going] = w
+                going += 1
+        o_kind[written - count : written] = 0
+        o_fresh[written - count : written] = 1
+        parks, horizon, least = _post(s, rows, batch, going, rest, first_left)
         if parks:
             out.written[0] = written
-            rows.at[FINAL] = s.next.min()
-            _carried(rows, rows.at[FINAL])
-            return NEED_ROWS
+            return _need_rows(s, rows)
     out.written[0] = written
-    rows.stop[:] = s.next  # each worker's rows: fewer once it stopped
-    _carried(rows, s.next.max())
+    rows.stop[:] = next_  # each worker's rows: fewer once it stopped
+    _carried(rows, next_.max())
     return DONE

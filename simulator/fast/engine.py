@@ -9,7 +9,10 @@ from, built from the very rules object the reference engine's process takes, so 
 parameters, only on mechanics; a test compares their tables on random scenarios.
 
 A step sees the window as :class:`Rows` and the round output as :class:`RoundRows`, and its own state as one tuple of
-arrays and parameters; it keeps in that state everything it needs to resume. It writes every recorded column of a
+arrays and parameters; it keeps in that state everything it needs to resume. A helper that a step calls once per
+worker takes arrays, not these tuples: numba counts a reference to every array of a tuple it passes, even to an
+inlined function, which costs a hundred times a small helper's work (a helper called once per round or batch may
+take them). It writes every recorded column of a
 row (``model_version`` included) and, when it stops for rows, how many of the window's iterations are final
 (``Rows.at[FINAL]``: no later event can change them); when it is done, how many rows each worker has
 (``Rows.stop``: fewer than the iterations where the time budget stopped it).
@@ -211,7 +214,10 @@ class FastEngine:
         """Run ``kernel``'s step until it is done."""
         window = _Window(self.compute, self.calls, self.N, self.window_size(kernel.window), kernel.factors)
         out = RoundRows.empty(max(OUT_ROWS, self.P))
+        # one kind: a column of it, handed over in slices (never written); several: taken by index
         kinds = np.array(kernel.kinds, dtype=object)
+        if len(kinds) == 1:
+            kinds = np.full(len(out.kind), kinds[0], dtype=object)
         while True:
             status = kernel.step(kernel.state, window.rows(), out)
             self._emit(out, kinds)
@@ -232,11 +238,12 @@ class FastEngine:
                 self.progress(len(block["iteration"]))
 
     def _emit(self, out: RoundRows, kinds: np.ndarray) -> None:
-        """Hand over the round rows the step wrote."""
+        """Hand over the round rows the step wrote (copies: the step writes over them next)."""
         count = int(out.written[0])
         if count:
             columns = {
                 name: getattr(out, name)[:count].copy() for name in out._fields if name not in ("written", "kind")
             }
-            self.rounds({**columns, "kind": kinds[out.kind[:count]]})
+            kind = kinds[:count] if len(kinds) == len(out.kind) else kinds[out.kind[:count]]
+            self.rounds({**columns, "kind": kind})
             out.written[0] = 0

@@ -47,55 +47,70 @@ def kernel(rules: GossipRules) -> Kernel:
 def step(s, rows, out):
     """Sweep iterations from ``s.next[0]`` until the run ends (its last iteration, or the first whose earliest
     exchange completes at or after the time budget), or the window or the round output does."""
-    P = s.t_start.shape[0]
-    phases = s.indptr.shape[0]
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    indptr, index, cost, own, t_start = s.indptr, s.index, s.cost, s.own, s.t_start
+    compute, calls, factors, start, post, done_, round_, version, fresh = (
+        rows.compute,
+        rows.calls,
+        rows.factors,
+        rows.start,
+        rows.post,
+        rows.done,
+        rows.round,
+        rows.version,
+        rows.fresh,
+    )
+    o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
+    P = t_start.shape[0]
+    phases = indptr.shape[0]
     base = rows.at[BASE]
+    update = s.update
     written = out.written[0]
     while True:
         n = s.next[0]
         if n == s.iterations:
             break
-        if n - base == rows.post.shape[0]:
+        if n - base == post.shape[0]:
             out.written[0] = written
             rows.at[FINAL] = n
             return NEED_ROWS
-        if written + P > out.round.shape[0]:
+        if written + P > o_round.shape[0]:
             out.written[0] = written
             return OUT_FULL
         k = n - base
         p = n % phases
         for i in range(P):
-            rows.start[k, i] = s.t_start[i]
-            rows.post[k, i] = s.t_start[i] + rows.compute[k, i]
-        posts = rows.post[k]
+            start[k, i] = t_start[i]
+            post[k, i] = t_start[i] + compute[k, i]
+        posts = post[k]
         first = np.inf  # the earliest exchange's completion
         for i in range(P):
             t = posts[i]
-            f = rows.factors[k, i]
-            done = t + f * s.own[p, i]
+            f = factors[k, i]
+            done = t + f * own[p, i]
             trigger = t
             group = -1
-            for e in range(s.indptr[p, i], s.indptr[p, i + 1]):
-                j = s.index[e]
-                done = max(done, posts[j] + f * s.cost[e])
+            for e in range(indptr[p, i], indptr[p, i + 1]):
+                j = index[e]
+                done = max(done, posts[j] + f * cost[e])
                 if group < 0 or posts[j] > posts[group]:
                     group = j
                 trigger = max(trigger, posts[j])
             first = min(first, done)
-            rows.done[k, i] = returned(t, done, rows.calls[k, i])
-            rows.round[k, i] = n
-            rows.version[k, i] = n
-            rows.fresh[k, i] = True
-            s.t_start[i] = rows.done[k, i] + s.update
-            out.round[written] = n
-            out.kind[written] = 0
-            out.initiator[written] = i
-            out.t_trigger[written] = trigger
-            out.t_done[written] = done
-            out.contributors[written] = 1 + s.indptr[p, i + 1] - s.indptr[p, i]
-            out.fresh[written] = out.contributors[written]
-            out.group[written] = group
+            released = returned(t, done, calls[k, i])
+            done_[k, i] = released
+            t_start[i] = released + update
+            o_round[written] = n
+            o_kind[written] = 0
+            o_initiator[written] = i
+            o_trigger[written] = trigger
+            o_done[written] = done
+            o_contributors[written] = o_fresh[written] = 1 + indptr[p, i + 1] - indptr[p, i]
+            o_group[written] = group
             written += 1
+        round_[k] = n  # every row of iteration n: its own round carries it, on the model of iteration n
+        version[k] = n
+        fresh[k] = True
         s.next[0] = n + 1
         if first >= s.budget:
             rows.stop[:] = n + 1

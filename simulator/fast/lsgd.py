@@ -55,7 +55,10 @@ def step(s, rows, out):
     ``global_every``, every other worker joins with its first post after that one in the engine's order, and the
     exchange starts at the last join. An exchange that completes at or after the time budget is the last: every
     worker stops at its release from it."""
-    P = s.t_start.shape[0]
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    t_start, iteration, before = s.t_start, s.iteration, s.before
+    calls, post, done_, round_, fresh = rows.calls, rows.post, rows.done, rows.round, rows.fresh
+    P = t_start.shape[0]
     base = rows.at[BASE]
     written = out.written[0]
     while True:
@@ -67,7 +70,7 @@ def step(s, rows, out):
         status, w = _trigger(s, rows, target - count)
         if status != DONE:
             out.written[0] = written
-            rows.at[FINAL] = s.iteration.min()  # rows from a worker's free run on may still change
+            rows.at[FINAL] = iteration.min()  # rows from a worker's free run on may still change
             return status
         if w < 0:
             break
@@ -75,37 +78,37 @@ def step(s, rows, out):
         m = s.at[ROUND]
         start = 0.0
         for i in range(P):
-            start = max(start, rows.post[s.iteration[i] + s.before[i] - base, i])
+            start = max(start, post[iteration[i] + before[i] - base, i])
         done = start + s.t_exchange[m]
         out.round[written] = m
         out.kind[written] = 0
         out.initiator[written] = w
-        out.t_trigger[written] = rows.post[s.iteration[w] + s.before[w] - base, w]
+        out.t_trigger[written] = post[iteration[w] + before[w] - base, w]
         out.t_done[written] = done
         out.contributors[written] = P
         out.fresh[written] = P
         out.group[written] = -1 if target % s.global_every == 0 else 0
         written += 1
-        for r in range(s.before.max() + 1):
+        for r in range(before.max() + 1):
             for i in range(P):
-                if r <= s.before[i]:
-                    k = s.iteration[i] + r - base
-                    rows.round[k, i] = m
-                    rows.fresh[k, i] = True
+                if r <= before[i]:
+                    k = iteration[i] + r - base
+                    round_[k, i] = m
+                    fresh[k, i] = True
         for i in range(P):
-            k = s.iteration[i] + s.before[i] - base
-            rows.done[k, i] = returned(rows.post[k, i], done, rows.calls[k, i])
-            s.t_start[i] = rows.done[k, i] + s.update
-            s.iteration[i] += s.before[i] + 1
+            k = iteration[i] + before[i] - base
+            done_[k, i] = returned(post[k, i], done, calls[k, i])
+            t_start[i] = done_[k, i] + s.update
+            iteration[i] += before[i] + 1
         s.at[ROUND] = m + 1
         s.at[COUNT] = target + P - 1  # the trigger, then one join per other worker
         if done >= s.budget:
-            rows.stop[:] = s.iteration
+            rows.stop[:] = iteration
             out.written[0] = written
             return DONE
     # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
     # only once some worker's last iteration was computed
-    _steps(s, rows, s.t_start, s.iteration, np.full(P, s.iterations))
+    _steps(s, rows, t_start, iteration, np.full(P, s.iterations))
     out.written[0] = written
     return DONE
 
@@ -121,7 +124,7 @@ def _trigger(s, rows, posts):
     horizon does not reach past the trigger found so far (which then moves only earlier), until all do.
     """
     P = s.t_start.shape[0]
-    iteration = s.iteration
+    iteration, before = s.iteration, s.before
     if iteration.max() == s.iterations:  # a worker joined the last exchange with its last iteration
         return DONE, -1
     end = rows.at[BASE] + rows.post.shape[0]
@@ -133,10 +136,10 @@ def _trigger(s, rows, posts):
     while True:
         _steps(s, rows, t, reach, grow)
         reach[:] = grow
-        w = _select(posts, iteration, reach, rows, s.before)
+        w = _select(posts, iteration, reach, rows.post, rows.at[BASE], before)
         more = False
         for i in range(P):
-            if i != w and reach[i] < s.iterations and (w < 0 or iteration[i] + s.before[i] == reach[i]):
+            if i != w and reach[i] < s.iterations and (w < 0 or iteration[i] + before[i] == reach[i]):
                 grow[i] = min(reach[i] + max(reach[i] - iteration[i], 1), s.iterations, end)
                 if grow[i] == reach[i]:
                     return NEED_ROWS, -1
@@ -145,13 +148,13 @@ def _trigger(s, rows, posts):
             break
     if w >= 0:
         for i in range(P):
-            if i != w and iteration[i] + s.before[i] == reach[i]:  # it posted its last iteration ahead of the trigger
+            if i != w and iteration[i] + before[i] == reach[i]:  # it posted its last iteration ahead of the trigger
                 return DONE, -1
     return DONE, w
 
 
 @njit(cache=True)
-def _select(posts, iteration, reach, rows, before):
+def _select(posts, iteration, reach, post, base, before):
     """The worker of the ``posts``-th of the computed posts (rows [iteration, reach) of each worker) in (time, wave,
     worker) order, -1 when there are fewer; into ``before``, how many of each worker's come ahead of it. The posts
     at the trigger's instant come in waves: a worker's q-th post at one instant computed nothing after a release at
@@ -160,27 +163,24 @@ def _select(posts, iteration, reach, rows, before):
     count = (reach - iteration).sum()
     if count < posts:
         return -1
-    base = rows.at[BASE]
     times = np.empty(count)
     j = 0
     for r in range((reach - iteration).max()):  # row by row: the window's rows are far apart
         for i in range(P):
             if iteration[i] + r < reach[i]:
-                times[j] = rows.post[iteration[i] + r - base, i]
+                times[j] = post[iteration[i] + r - base, i]
                 j += 1
     v = kth_smallest(times, posts, np.empty(count))
-    rank = posts
+    before[:] = 0
     equal = np.zeros(P, dtype=np.int64)
-    for i in range(P):  # each worker's posts are in time order
-        before[i] = 0
-        k = iteration[i]
-        while k < reach[i] and rows.post[k - base, i] < v:
-            k += 1
-        before[i] = k - iteration[i]
-        rank -= before[i]
-        while k < reach[i] and rows.post[k - base, i] == v:
-            k += 1
-            equal[i] += 1
+    j = 0
+    for r in range((reach - iteration).max()):  # in the order gathered
+        for i in range(P):
+            if iteration[i] + r < reach[i]:
+                before[i] += times[j] < v
+                equal[i] += times[j] == v
+                j += 1
+    rank = posts - before.sum()
     q = 0
     while True:
         for w in range(P):
@@ -198,17 +198,26 @@ def _steps(s, rows, t, first, last):
     """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post (returning
     after its call cost) and on the model of the exchanges so far; t[i] ends as the next start (the last return plus
     the update). Row by row across the workers, for locality."""
+    compute, calls, start, post, done, version = (
+        rows.compute,
+        rows.calls,
+        rows.start,
+        rows.post,
+        rows.done,
+        rows.version,
+    )
     base = rows.at[BASE]
-    version = s.at[ROUND]
+    model = s.at[ROUND]
+    update = s.update
     for r in range((last - first).max()):
         for i in range(t.shape[0]):
             if first[i] + r < last[i]:
                 k = first[i] + r - base
                 x = t[i]
-                rows.start[k, i] = x
-                x += rows.compute[k, i]
-                rows.post[k, i] = x
-                x += rows.calls[k, i]
-                rows.done[k, i] = x
-                rows.version[k, i] = version
-                t[i] = x + s.update
+                start[k, i] = x
+                x += compute[k, i]
+                post[k, i] = x
+                x += calls[k, i]
+                done[k, i] = x
+                version[k, i] = model
+                t[i] = x + update

@@ -173,71 +173,82 @@ def _released_by(rows, i, count, t):
 def _round(s, rows, out, m, written):
     """Round ``m``: the local steps before its call, every post, the trigger, the exchange, and every worker's
     release and contributions; its round row at ``written``."""
-    P = s.t_start.shape[0]
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    t_start, first_post, pending, pending_count = s.t_start, s.first_post, s.pending, s.pending_count
+    wave_at, wave_then = s.wave_at, s.wave_then
+    compute, calls, start, post, done_, round_, version, fresh_ = (
+        rows.compute,
+        rows.calls,
+        rows.start,
+        rows.post,
+        rows.done,
+        rows.round,
+        rows.version,
+        rows.fresh,
+    )
+    P = t_start.shape[0]
     base = rows.at[BASE]
-    stride = s.stride
+    stride, late, update = s.stride, s.late, s.update
     call = m * stride + stride - 1
     k = call - base
     sync = s.synchronous[m]
     _local_steps(s, rows, m * stride, call, m, m)
     for i in range(P):
-        t = s.t_start[i]
-        rows.start[k, i] = t
-        t = t + rows.compute[k, i]
-        rows.post[k, i] = t
-        rows.version[k, i] = m
-        if m == 0:
-            s.first_post[i] = t
-    posts = rows.post[k]
+        t = t_start[i] + compute[k, i]
+        start[k, i] = t_start[i]
+        post[k, i] = t
+    version[k] = m
+    if m == 0:
+        first_post[:] = post[k]
+    posts = post[k]
     # the trigger: the fixed initiator's post, else the quorum-th post (the last of all for a synchronous round)
-    initiator = (
-        s.initiator[m] if s.initiator[m] >= 0 else kth_post(posts, s.quorum[m], s.scratch, s.wave_at, s.wave_then)
-    )
+    initiator = s.initiator[m] if s.initiator[m] >= 0 else kth_post(posts, s.quorum[m], s.scratch, wave_at, wave_then)
     t_trigger = posts[initiator]
     x = t_trigger if sync else t_trigger + s.t_act
     if sync and s.buckets > 1:
-        done = bucketed_end(rows.start[k], posts, s.buckets, s.backward, s.t_bucket[m])
+        done = bucketed_end(start[k], posts, s.buckets, s.backward, s.t_bucket[m])
     else:
         done = x + s.t_exchange[m]
     # the wave of a post at the completion's instant by a worker it released: the phase after the completion's
-    after = ((wave_of(s.wave_at, s.wave_then, initiator, t_trigger) >> PHASE) + 1 if done == t_trigger else 1) << PHASE
-    ties = _may_tie(rows.compute, k, s.update)
+    after = ((wave_of(wave_at, wave_then, initiator, t_trigger) >> PHASE) + 1 if done == t_trigger else 1) << PHASE
+    ties = _may_tie(compute, k, update)
     contributors = 0
     fresh_count = 0
     for i in range(P):
         fresh = posts[i] <= x
         # late contributions of earlier calls that this exchange takes (posted no later than its start)
         taken = 0
-        while taken < s.pending_count[i] and rows.post[(s.pending[i] + taken) * stride + stride - 1 - base, i] <= x:
+        while taken < pending_count[i] and post[(pending[i] + taken) * stride + stride - 1 - base, i] <= x:
             taken += 1
         for j in range(taken):
-            kj = (s.pending[i] + j) * stride + stride - 1 - base
-            if s.late == _DEPOSIT and (fresh or j < taken - 1):
-                rows.round[kj, i] = -1  # overwritten by a later deposit before any exchange read it
+            kj = (pending[i] + j) * stride + stride - 1 - base
+            if late == _DEPOSIT and (fresh or j < taken - 1):
+                round_[kj, i] = -1  # overwritten by a later deposit before any exchange read it
             else:
-                rows.round[kj, i] = m
-        s.pending[i] += taken
-        s.pending_count[i] -= taken
+                round_[kj, i] = m
+        pending[i] += taken
+        pending_count[i] -= taken
         if fresh:
             fresh_count += 1
-            rows.round[k, i] = m
-            rows.fresh[k, i] = True
-            rows.done[k, i] = returned(posts[i], done, rows.calls[k, i])
+            round_[k, i] = m
+            fresh_[k, i] = True
+            released = returned(posts[i], done, calls[k, i])
         else:
-            rows.round[k, i] = -1
-            rows.fresh[k, i] = False
-            rows.done[k, i] = returned(posts[i], max(posts[i], done), rows.calls[k, i])
-            if s.late != _DROP:
-                if s.pending_count[i] == 0:
-                    s.pending[i] = m
-                s.pending_count[i] += 1
-        s.t_start[i] = rows.done[k, i] + s.update
-        if ties and _computes_nothing(rows.compute, k, i):  # its next post may tie with this release
+            round_[k, i] = -1
+            fresh_[k, i] = False
+            released = returned(posts[i], max(posts[i], done), calls[k, i])
+            if late != _DROP:
+                if pending_count[i] == 0:
+                    pending[i] = m
+                pending_count[i] += 1
+        done_[k, i] = released
+        t_start[i] = released + update
+        if ties and _computes_nothing(compute, k, i):  # its next post may tie with this release
             held = fresh or done >= posts[i]  # released by the round's end, else at once at its own post
-            own = wave_of(s.wave_at, s.wave_then, i, posts[i]) + 1 if rows.done[k, i] == posts[i] else 0
-            _released(s, i, rows.done[k, i], (after if rows.done[k, i] == done else 0) if held else own)
-        if s.late == _DEPOSIT:
-            contributors += s.first_post[i] <= x
+            own = wave_of(wave_at, wave_then, i, posts[i]) + 1 if released == posts[i] else 0
+            _released(wave_at, wave_then, i, released, (after if released == done else 0) if held else own)
+        if late == _DEPOSIT:
+            contributors += first_post[i] <= x
         elif fresh or taken > 0:
             contributors += 1
     out.round[written] = m
@@ -325,33 +336,47 @@ def _computes_nothing(compute, k, i):
 
 
 @njit(cache=True, inline="always")
-def _released(s, i, t, then):
+def _released(wave_at, wave_then, i, t, then):
     """Worker i returns at ``t`` and computes nothing before its next post, which is in wave ``then``."""
-    s.wave_at[i] = t
-    s.wave_then[i] = then
+    wave_at[i] = t
+    wave_then[i] = then
 
 
 @njit(cache=True)
-def _local_steps(s, rows, first, last, carried_by, version):
+def _local_steps(s, rows, first, last, carried_by, version_):
     """Every worker's iterations [first, last) as local steps from ``s.t_start[i]``, released at once (returning
-    after their call costs), carried by round ``carried_by`` (-1: none); ``s.t_start[i]`` ends as the start of the
-    next one (the last one's end plus the update). Row by row across the workers: a worker's column of rows is far
-    apart in memory."""
+    after their call costs), carried by round ``carried_by`` (-1: none) on model ``version_``; ``s.t_start[i]`` ends
+    as the start of the next one (the last one's end plus the update). Row by row across the workers: a worker's
+    column of rows is far apart in memory."""
+    t_start, wave_at, wave_then = s.t_start, s.wave_at, s.wave_then
+    compute, calls, start, post, done, round_, version, fresh_ = (
+        rows.compute,
+        rows.calls,
+        rows.start,
+        rows.post,
+        rows.done,
+        rows.round,
+        rows.version,
+        rows.fresh,
+    )
     fresh = carried_by >= 0
     base = rows.at[BASE]
+    update = s.update
     for n in range(first, last):
         k = n - base
-        ties = _may_tie(rows.compute, k, s.update)
-        for i in range(s.t_start.shape[0]):
-            t = s.t_start[i]
-            rows.start[k, i] = t
-            t = t + rows.compute[k, i]
-            rows.post[k, i] = t
-            released = t + rows.calls[k, i]
-            if ties and _computes_nothing(rows.compute, k, i):
-                _released(s, i, released, wave_of(s.wave_at, s.wave_then, i, t) + 1 if released == t else 0)
-            rows.done[k, i] = released
-            rows.round[k, i] = carried_by
-            rows.fresh[k, i] = fresh
-            rows.version[k, i] = version
-            s.t_start[i] = released + s.update
+        ties = _may_tie(compute, k, update)
+        for i in range(t_start.shape[0]):
+            t = t_start[i]
+            start[k, i] = t
+            t = t + compute[k, i]
+            post[k, i] = t
+            released = t + calls[k, i]
+            if ties and _computes_nothing(compute, k, i):
+                _released(
+                    wave_at, wave_then, i, released, wave_of(wave_at, wave_then, i, t) + 1 if released == t else 0
+                )
+            done[k, i] = released
+            t_start[i] = released + update
+        round_[k] = carried_by
+        fresh_[k] = fresh
+        version[k] = version_

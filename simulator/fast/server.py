@@ -5,9 +5,11 @@ Each worker has at most one push on its way to or in the server: it computes its
 iteration, pushes, and waits for the reply. The pushes are served in arrival order, ties as the reference engine
 has them (:func:`step`), which is a merge of the workers' streams of arrivals. The step takes them a batch at a time:
 every arrival earlier than the *horizon*, the earliest instant a push served now could make its worker's next push
-arrive (its arrival + its service and reply + the update + its next compute), and the least arrival in any case.
-Nothing arrives inside the batch's span but the batch, so the batch is sorted (:func:`~.order.sort_batch`) and
-served in that order, then every worker of the batch computes on to its next push.
+arrive (its arrival + its service and reply + the update + its next compute: the push's *bound*), and the least
+arrival in any case. Nothing arrives inside the batch's span but the batch, so the batch is sorted
+(:func:`~.order.sort_batch`) and served in that order, then every worker of the batch computes on to its next push.
+The next batch's horizon and least arrival are gathered on the way: from the pushes left out of this batch and from
+the pushes its workers send next.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
-from stragglerlab.simulator.fast.order import sort_batch
+from stragglerlab.simulator.fast.order import earlier, sort_batch
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.server import ServerRules
@@ -30,6 +32,7 @@ UPDATES = 0
 class State(NamedTuple):
     arrival: np.ndarray  # per worker: when its push reaches the server (inf: none on its way)
     wave: np.ndarray  # the push's wave at its instant
+    bound: np.ndarray  # the earliest its next push can arrive, less its next compute (inf: it has no next)
     parked: np.ndarray  # its next rows are still to compute, past the window
     next: np.ndarray  # its next iteration to compute; while a push is on its way, the one after that push
     first: np.ndarray  # its first iteration that no served push carries yet
@@ -40,10 +43,12 @@ class State(NamedTuple):
     batch: np.ndarray  # scratch: the batch in worker order, sorted, and the sort's buckets
     sorted: np.ndarray
     buckets: np.ndarray
+    scratch: np.ndarray
     at: np.ndarray  # int64: UPDATES
     free: np.ndarray  # float[1]: when the server has served every push so far
     t_push: float
     t_service: float
+    spread: bool  # whether pushes vary by the window's factors (else every factor is 1)
     stride: int
     update: float
     budget: float
@@ -54,45 +59,92 @@ def kernel(rules: ServerRules) -> Kernel:
     """The fast path of ``rules``."""
     P = rules.P
     state = State(
-        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
-        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64), np.full(P, -np.inf),
-        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
-        np.zeros(P + 2, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1),
-        float(rules.t_push), float(rules.t_service), int(rules.stride), float(rules.update), float(rules.budget),
-        int(rules.N),
+        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
+        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64),
+        np.full(P, -np.inf), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+        np.zeros(P + 2, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1),
+        float(rules.t_push), float(rules.t_service), not rules.variation.exact, int(rules.stride),
+        float(rules.update), float(rules.budget), int(rules.N),
     )  # fmt: skip
-    return Kernel(step, state, ("push",), rules.factors)
+    return Kernel(step, state, ("push",), None if rules.variation.exact else rules.factors)
 
 
 @njit(cache=True)
-def _advance(s, rows, w):
-    """Worker ``w`` computes from ``s.next[w]`` on: local steps, released at their posts, up to its next exchange
-    iteration, whose push it sends; or to its last iteration. Returns False when it needs rows past the window
-    (it is parked there)."""
+def _advance(s, rows, workers, count, horizon, least):
+    """Each of ``workers[:count]`` computes from its next iteration on: local steps, released at their posts, up to its
+    next exchange iteration, whose push it sends; or to its last iteration. A worker that needs rows past the window
+    is parked there. Returns whether one is, and ``horizon`` and ``least`` with the pushes sent taken in; ``workers``
+    is scratch."""
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    next_, t_start, parked, version, arrival, wave, bound, batch_of, released, first = (
+        s.next,
+        s.t_start,
+        s.parked,
+        s.version,
+        s.arrival,
+        s.wave,
+        s.bound,
+        s.batch_of,
+        s.released,
+        s.first,
+    )
+    compute, calls, factors, start, post, done, version_ = (
+        rows.compute,
+        rows.calls,
+        rows.factors,
+        rows.start,
+        rows.post,
+        rows.done,
+        rows.version,
+    )
+    iterations, stride, t_push, t_service, update, spread = (
+        s.iterations,
+        s.stride,
+        s.t_push,
+        s.t_service,
+        s.update,
+        s.spread,
+    )
     base = rows.at[BASE]
-    n = s.next[w]
-    t = s.t_start[w]
-    while n < s.iterations:
-        k = n - base
-        if k == rows.post.shape[0]:
-            s.next[w], s.t_start[w] = n, t
-            return False
-        rows.start[k, w] = t
-        post = t + rows.compute[k, w]
-        rows.post[k, w] = post
-        rows.version[k, w] = s.version[w]
-        n += 1
-        if n % s.stride == 0:  # its exchange: the push is on its way
-            s.arrival[w] = post + s.t_push * rows.factors[k, w]
-            # a push at the instant of the worker's release comes after the completions that released it
-            s.wave[w] = s.batch_of[w] if s.arrival[w] == s.released[w] else 0
-            s.next[w] = n
-            return True
-        rows.done[k, w] = post + rows.calls[k, w]
-        t = rows.done[k, w] + s.update
-    s.next[w] = n  # its last local steps: no exchange carries them
-    s.first[w] = n
-    return True
+    size = post.shape[0]
+    parks = False
+    for a in range(count):
+        parked[workers[a]] = False
+    while count:  # one row of every worker still stepping at a time, for locality; workers[:count] are those
+        going = 0
+        for a in range(count):
+            w = workers[a]
+            n = next_[w]
+            if n == iterations:  # its last local steps: no exchange carries them
+                first[w] = n
+                continue
+            k = n - base
+            if k == size:
+                parked[w] = parks = True
+                continue
+            t = t_start[w]
+            start[k, w] = t
+            p = t + compute[k, w]
+            post[k, w] = p
+            version_[k, w] = version[w]
+            next_[w] = n = n + 1
+            if n % stride == 0:  # its exchange: the push is on its way
+                f = factors[k, w] if spread else 1.0
+                arrival[w] = a_w = p + t_push * f
+                # a push at the instant of the worker's release comes after the completions that released it
+                wave[w] = batch_of[w] if a_w == released[w] else 0
+                # its next push: after this one's service and reply, the update and a compute
+                bound[w] = a_w + (t_service + t_push) * f + update if n < iterations else np.inf
+                horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
+                if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
+                    least = w
+                continue
+            done[k, w] = p + calls[k, w]
+            t_start[w] = done[k, w] + update
+            workers[going] = w
+            going += 1
+        count = going
+    return parks, horizon, least
 
 
 @njit(cache=True)
@@ -107,78 +159,98 @@ def step(s, rows, out):
     in the next. So the order is (arrival, wave, worker), a push's wave the batch that released its worker when it
     arrives at the instant of that release (0 otherwise). A worker stops after its last iteration or at its first
     reply at or after the time budget."""
-    P = s.arrival.shape[0]
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
+    arrival, wave, bound, parked, next_, first, t_start, version, released, batch_of, batch, order = (
+        s.arrival, s.wave, s.bound, s.parked, s.next, s.first, s.t_start, s.version, s.released, s.batch_of, s.batch,
+        s.sorted,
+    )  # fmt: skip
+    compute, calls, factors, post, done = rows.compute, rows.calls, rows.factors, rows.post, rows.done
+    round_, fresh = rows.round, rows.fresh
+    o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
+    iterations, t_push, t_service, update, budget, spread = (
+        s.iterations,
+        s.t_push,
+        s.t_service,
+        s.update,
+        s.budget,
+        s.spread,
+    )
+    P = arrival.shape[0]
     base = rows.at[BASE]
-    size = rows.post.shape[0]
+    size = compute.shape[0]
     written = out.written[0]
-    parks = False
+    count = 0
     for w in range(P):
-        if s.parked[w]:
-            s.parked[w] = not _advance(s, rows, w)
-            parks |= s.parked[w]
-    while not parks:
-        if written + P > out.round.shape[0]:
+        if parked[w]:
+            batch[count] = w
+            count += 1
+    parks, _, _ = _advance(s, rows, batch, count, np.inf, -1)
+    horizon, least = np.inf, -1
+    for w in range(P):
+        if arrival[w] < np.inf:
+            horizon = min(horizon, bound[w] + (compute[next_[w] - base, w] if next_[w] - base < size else 0.0))
+            if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
+                least = w
+    while not parks and least >= 0:
+        if written + P > o_round.shape[0]:
             out.written[0] = written
             return OUT_FULL
-        horizon, least = np.inf, -1
-        for w in range(P):
-            a = s.arrival[w]
-            if a < np.inf:
-                if least < 0 or a < s.arrival[least] or (a == s.arrival[least] and s.wave[w] < s.wave[least]):
-                    least = w
-                k = s.next[w] - base  # the row after the push's
-                if s.next[w] < s.iterations:  # its next push: after this service, its reply, the update, a compute
-                    f = rows.factors[k - 1, w]
-                    horizon = min(
-                        horizon, a + (s.t_service + s.t_push) * f + s.update + (rows.compute[k, w] if k < size else 0.0)
-                    )
-        if least < 0:
-            break
         count = 0
+        rest, first_left = np.inf, -1  # the next batch's horizon and least arrival, over the pushes left out
         for w in range(P):
-            if s.arrival[w] < horizon or w == least:
-                s.batch[count] = w
+            a = arrival[w]
+            if a < horizon or w == least:
+                batch[count] = w
                 count += 1
-        sort_batch(s.batch, count, s.arrival, s.wave, s.buckets, s.sorted)
+            elif a < np.inf:
+                rest = min(rest, bound[w] + (compute[next_[w] - base, w] if next_[w] - base < size else 0.0))
+                if earlier(arrival[w], wave[w], w, arrival[first_left], wave[first_left], first_left):
+                    first_left = w
+        sort_batch(batch, count, arrival, wave, s.buckets, order, s.scratch)
+        free = s.free[0]
+        updates = s.at[UPDATES]
         for a in range(count):  # the server, one push at a time
-            w = s.sorted[a]
-            k = s.next[w] - 1 - base
-            f = rows.factors[k, w]
-            s.free[0] = max(s.arrival[w], s.free[0]) + s.t_service * f
-            reply = s.free[0] + s.t_push * f
-            update = s.at[UPDATES]
-            s.at[UPDATES] = update + 1
-            out.round[written] = update
-            out.kind[written] = 0
-            out.initiator[written] = w
-            out.t_trigger[written] = rows.post[k, w]
-            out.t_done[written] = reply
-            out.contributors[written] = 1
-            out.fresh[written] = 1
-            out.group[written] = -1
+            w = order[a]
+            k = next_[w] - 1 - base
+            f = factors[k, w] if spread else 1.0
+            free = max(arrival[w], free) + t_service * f
+            reply = free + t_push * f
+            o_round[written] = updates
+            o_initiator[written] = w
+            o_trigger[written] = post[k, w]
+            o_done[written] = reply
             written += 1
             # released by the batch after the one that served it when the reply takes no time, else by the first
-            s.batch_of[w] = s.wave[w] + 2 if reply == s.arrival[w] else 1
-            s.released[w] = reply
-            s.version[w] = update + 1  # its model is the server's after this update
+            batch_of[w] = wave[w] + 2 if reply == arrival[w] else 1
+            released[w] = reply
+            updates += 1
+            version[w] = updates  # its model is the server's after this update
+        o_kind[written - count : written] = 0
+        o_contributors[written - count : written] = 1
+        o_fresh[written - count : written] = 1
+        o_group[written - count : written] = -1
+        s.free[0] = free
+        s.at[UPDATES] = updates
+        going = 0
         for a in range(count):  # each worker's rows, in worker order
-            w = s.batch[a]
-            k = s.next[w] - 1 - base
-            for j in range(s.first[w] - base, k + 1):  # its local steps and its push: carried by its update
-                rows.round[j, w] = s.version[w] - 1
-                rows.fresh[j, w] = True
-            rows.done[k, w] = returned(rows.post[k, w], s.released[w], rows.calls[k, w])
-            s.arrival[w] = np.inf
-            s.first[w] = s.next[w]
-            if s.next[w] < s.iterations and s.released[w] < s.budget:
-                s.t_start[w] = rows.done[k, w] + s.update
-                s.parked[w] = not _advance(s, rows, w)
-                parks |= s.parked[w]
+            w = batch[a]
+            k = next_[w] - 1 - base
+            for j in range(first[w] - base, k + 1):  # its local steps and its push: carried by its update
+                round_[j, w] = version[w] - 1
+                fresh[j, w] = True
+            done[k, w] = returned(post[k, w], released[w], calls[k, w])
+            arrival[w] = np.inf
+            first[w] = next_[w]
+            if next_[w] < iterations and released[w] < budget:
+                t_start[w] = done[k, w] + update
+                batch[going] = w
+                going += 1
             else:
-                rows.stop[w] = s.next[w]
-                s.next[w] = s.first[w] = s.iterations  # it stopped: no row of it changes any more
+                rows.stop[w] = next_[w]
+                next_[w] = first[w] = iterations  # it stopped: no row of it changes any more
+        parks, horizon, least = _advance(s, rows, batch, going, rest, first_left)
     out.written[0] = written
     if parks:
-        rows.at[FINAL] = s.first.min()
+        rows.at[FINAL] = first.min()
         return NEED_ROWS
     return DONE

@@ -208,7 +208,8 @@ def test_adpsgd_peers_are_drawn_in_the_fast_kernel_as_the_rules_draw_them():
         rules = AdPsgdRules(s, cost_model(s))
         state = kernel(rules).state
         for n in [*range(60), 2**31 + 7, 2**40 + 3]:
-            assert [drawn_peer(state, i, n) for i in range(P)] == [rules.peer(i, n) for i in range(P)]
+            draws = state.hashes, state.flat, state.offset, state.degree
+            assert [drawn_peer(*draws, i, n) for i in range(P)] == [rules.peer(i, n) for i in range(P)]
 
 
 def test_topology_is_checked():
