@@ -38,7 +38,7 @@ class Summary:
     fresh_fraction: float
     final_loss: float = float("nan")  # of the trained model's last evaluation (NaN: timing only)
     final_accuracy: float = float("nan")
-    time_to_target: float = float("nan")  # seconds to the target loss given to summarize (NaN: none or never)
+    time_to_loss: float = float("nan")  # seconds to the target loss given to summarize (NaN: none or never)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -91,7 +91,7 @@ def _rate(count: float, seconds: float) -> float:
 
 def summarize(run: Run, target_loss: float | None = None) -> Summary:
     """Summary of a run; samples are worker-iterations times ``workload.batch``. Loss and accuracy are the last
-    evaluation's of :func:`model_evals`; ``time_to_target``: :func:`to_target`'s time for ``target_loss``."""
+    evaluation's of :func:`model_evals`; ``time_to_loss``: :func:`to_target`'s time for ``target_loss``."""
     scenario = run.meta["scenario"]
     batch = scenario["workload"]["batch"]
     kept = len(run.iterations) or "tally" not in run.meta
@@ -121,7 +121,7 @@ def _convergence(run: Run, target_loss: float | None) -> dict[str, float]:
     return {
         "final_loss": float(ev["loss"].iloc[-1]),
         "final_accuracy": float(ev["accuracy"].iloc[-1]),
-        "time_to_target": to_target(run, target_loss)[0] if target_loss is not None else float("nan"),
+        "time_to_loss": to_target(run, target_loss)[0] if target_loss is not None else float("nan"),
     }
 
 

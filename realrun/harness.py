@@ -11,6 +11,7 @@ error and a bounded exit on every other rank, leaving the folder readable with `
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -32,18 +33,16 @@ from stragglerlab.realrun.parts import RankParts
 from stragglerlab.realrun.replica import make_replica
 from stragglerlab.realrun.watchdog import LIVE, Watchdog
 from stragglerlab.simulator import algorithms
-from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.plan import Plan, plan
 from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.scenario import Scenario
 
 
-def _meta(scenario: Scenario, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
+def _meta(run: Plan, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any]:
     from mpi4py import MPI
 
     mpi = MPI.Get_library_version().splitlines()[0].strip()
-    return meta(
-        scenario, "real", backend=backend, versions={"mpi": mpi}, host=hosts[0], hosts=hosts, ranks=comm.Get_size()
-    )
+    return meta(run, "real", backend=backend, versions={"mpi": mpi}, host=hosts[0], hosts=hosts, ranks=comm.Get_size())
 
 
 class SharedError(UserError):
@@ -86,17 +85,18 @@ def run_rank(
         raise SharedError(str(err)) from None
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     local_rank, ranks_here = node.Get_rank(), node.Get_size()
-    error, replica = None, None
+    error, replica, run = None, None, None
     try:
         replica = make_replica(scenario, rank, local_rank, ranks_here)
         exchange_type.check(scenario, replica)
-        if scenario.duration > 0 and not exchange_type.stops(record.rules(scenario, cost_model(scenario))):
+        scenario = scenario.replace(**{"workload.params": replica.dimension})
+        run = plan(scenario)
+        if scenario.duration > 0 and not exchange_type.stops(run.rules):
             raise UserError(f"duration = {scenario.duration}: {record.name} has no time budget in real runs yet")
     except Exception as err:  # every rank must learn of it, or the others would wait in the next collective
         error = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
     _agree(comm, error)
-    assert replica is not None  # made, or every rank raised in _agree
-    scenario = scenario.replace(**{"workload.params": replica.dimension})
+    assert replica is not None and run is not None  # made, or every rank raised in _agree
     host = socket.gethostname()
     peers = comm.allgather((host, os.getpid()))
     writer = None
@@ -105,7 +105,9 @@ def run_rank(
         if note and notes:
             print(f"stragglerlab run: note: {note}", file=sys.stderr, flush=True)
         try:
-            writer = RunWriter(folder, _meta(recorded, backend, comm, [h for h, _ in peers]), replace=replace)
+            # what the run did differently (DDP's buckets) changes neither the cost model nor the style
+            recorded_run = dataclasses.replace(run, scenario=recorded)
+            writer = RunWriter(folder, _meta(recorded_run, backend, comm, [h for h, _ in peers]), replace=replace)
             shutil.rmtree(Path(folder) / LIVE, ignore_errors=True)  # an earlier run's heartbeats
         except UserError as err:
             error = str(err)
@@ -127,8 +129,7 @@ def run_rank(
     watchdog = Watchdog(folder, rank, dict(enumerate(peers)), host, stop, timeout=heartbeat_timeout).start()
     try:
         clock = RunClock(comm)
-        rules = record.rules(scenario, cost_model(scenario))
-        exchange = exchange_type(scenario, rules, comm, replica, clock, sink)
+        exchange = exchange_type(scenario, run.rules, comm, replica, clock, sink)
         _train(scenario, rank, replica, exchange, clock, sink, parts, lock)
         exchange.close()
         if save_model is not None and rank == 0:

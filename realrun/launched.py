@@ -26,8 +26,8 @@ from typing import Any
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import Run, load_run
-from stragglerlab.realrun.commands.run import launch, start
 from stragglerlab.realrun.harness import run_rank
+from stragglerlab.realrun.mpiexec import launch, start
 from stragglerlab.simulator.scenario import Scenario, from_dict, to_dict
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from stragglerlab.simulator.convergence import sgd
+from stragglerlab.simulator.replicas import sgd
 from stragglerlab.simulator.scenario import Scenario, ScenarioError
 from stragglerlab.simulator.workloads import BUILTIN_MODELS, load
 from stragglerlab.simulator.workloads.sharding import Shards

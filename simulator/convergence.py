@@ -2,18 +2,9 @@
 
 Timing never depends on model values, so the model is trained *after* the engine has run, from its tables alone:
 which iteration's contribution went into which round, and on which model version it was computed. Rounds are
-replayed in order by the algorithm's *update* (its record's ``update``: what a round applies); the P replicas are one
-P × d array updated by vectorised steps (SGD with momentum and weight decay, as ``torch.optim.SGD`` with dampening
-0). :func:`gradient_rounds` is the update of the gradient-averaging algorithms (sync, eager-SGD): the gradient of
-worker i's iteration n is computed on model version n (all P of a version at once) and kept until its round m
-consumes it; round m applies Σ(rows with ``round == m``) / D with D = P (``divide_by = workers``) or the number of
-gradients summed (``contributors``). Rows of round −1 (dropped, or after the last exchange) are never applied. Every
-replica applies every round, so replicas stay identical. The other algorithms' updates are in their modules.
-
-A run stopped by the time budget (``duration``) has a ragged table: worker i has rows 0 … n_i − 1 (:func:`row_counts`),
-and :func:`matrix` pads the others with a fill value the update chooses. No update takes a gradient step beyond a
-worker's rows (trailing local steps go only up to n_i); the final evaluation is at the last row's ``t_done``, with
-``iteration`` the most iterations any worker ran.
+replayed in order by the algorithm's *apply* (its record's ``apply``: what a round does to the replicas) on the P
+replicas (:mod:`.replicas`). With the time budget (``duration``) the final evaluation is at the last row's
+``t_done``, with ``iteration`` the most iterations any worker ran.
 
 Evaluations of the averaged model (worker −1: the mean of the replicas, or the central model of an algorithm that
 keeps one, a parameter server's), and of each replica with ``evals.replicas``, are taken at the start,
@@ -29,7 +20,7 @@ products of a replay spend far longer waiting for each other than computing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,13 +28,10 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS
+from stragglerlab.simulator.replicas import Apply, Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
-
-Observer = Callable[[str, int, object], None]
-#: an algorithm's update: (rules, workload, iterations, rounds, replicas, optimizer, observer) -> the rounds replayed
-Update = Callable[[Any, Any, pd.DataFrame, pd.DataFrame, np.ndarray, "Optimizer", Observer], Iterator[int]]
 
 
 class Schedule:
@@ -70,34 +58,6 @@ class Schedule:
             pd.concat(self.rounds, ignore_index=True) if self.rounds else pd.DataFrame(columns=SCHEMAS["rounds"].names)
         )
         return it, rounds
-
-
-def sgd(w, g, buf, lr: float, momentum: float, weight_decay: float):
-    """One step of SGD in place on numpy arrays or torch tensors alike (``torch.optim.SGD`` with dampening 0: the
-    first step's buffer is the gradient); returns the new momentum buffer. Real runs step with it too."""
-    d = g + weight_decay * w if weight_decay else g
-    if momentum:
-        buf = d if buf is None else buf * momentum + d
-        d = buf
-    w -= lr * d
-    return buf
-
-
-class Optimizer:
-    """SGD with momentum and weight decay over P replicas (one momentum buffer each)."""
-
-    def __init__(self, scenario: Scenario, shape: tuple[int, int]):
-        a = scenario.algorithm
-        self.lr, self.momentum, self.weight_decay = a.lr, a.momentum, a.weight_decay
-        self.buf = np.zeros(shape) if self.momentum else None
-
-    def step(self, W: np.ndarray, g: np.ndarray, rows: np.ndarray | slice = slice(None)) -> None:
-        """:func:`sgd` on ``W[rows]``; ``g`` (d,) or one row each."""
-        w = W[rows]
-        buf = sgd(w, g, None if self.buf is None else self.buf[rows], self.lr, self.momentum, self.weight_decay)
-        W[rows] = w
-        if buf is not None and self.buf is not None:
-            self.buf[rows] = buf
 
 
 class Evaluations:
@@ -137,7 +97,7 @@ class Evaluations:
 def replay(
     scenario: Scenario,
     rules: Any,
-    update: Update,
+    apply: Apply,
     workload: Any,
     iterations: pd.DataFrame,
     rounds: pd.DataFrame,
@@ -145,7 +105,7 @@ def replay(
     central: bool = False,
 ) -> Iterator[tuple]:
     """Train ``workload`` along the schedule in the (finished) ``iterations`` and ``rounds`` tables with the
-    algorithm's ``update`` and ``rules``; yields the ``evals`` rows as they are computed. ``central``: the algorithm
+    algorithm's ``apply`` and ``rules``; yields the ``evals`` rows as they are computed. ``central``: the algorithm
     keeps a central model (a parameter server's), row P of the replicas' matrix, which starts as every replica does
     and is what the averaged model's evaluations (worker −1) evaluate."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)
@@ -159,50 +119,7 @@ def replay(
     t_done, reached = rounds["t_done"].to_numpy(), reached.to_numpy()
     with threadpool_limits(limits=1, user_api="blas"):
         yield from evals.rows(0.0, 0, W)
-        for m in update(rules, workload, it, rounds, W, Optimizer(scenario, W.shape), note):
+        for m in apply(rules, workload, it, rounds, W, Optimizer(scenario, W.shape), note):
             note("round", m, W)
             yield from evals.after_round(float(t_done[m]), int(reached[m]), W)
         yield from evals.final(float(it["t_done"].max()), int(row_counts(it, P).max(initial=0)), W)
-
-
-def row_counts(it: pd.DataFrame, P: int) -> np.ndarray:
-    """The number of rows of each of the P workers in the iterations table: N each without a time budget, n_i ≤ N
-    with one (worker i's rows are its iterations 0 … n_i − 1)."""
-    return np.bincount(it["worker"].to_numpy(), minlength=P)
-
-
-def matrix(it: pd.DataFrame, column: str, P: int, fill: float) -> np.ndarray:
-    """A column of the iterations table (sorted by worker, iteration) as a P × n matrix, n the most rows of any
-    worker; a worker stopped early by the time budget has ``fill`` after its last row."""
-    values, counts = it[column].to_numpy(), row_counts(it, P)
-    if (counts == counts[0]).all():
-        return values.reshape(P, -1)
-    out = np.full((P, counts.max()), fill, dtype=np.result_type(values, np.asarray(fill)))
-    out[np.arange(counts.max()) < counts[:, None]] = values
-    return out
-
-
-def gradient_rounds(
-    rules: Any, workload: Any, it: pd.DataFrame, rounds: pd.DataFrame, W: np.ndarray, opt: Optimizer, note: Observer
-) -> Iterator[int]:
-    """sync and eager: version m's gradients are kept until their round consumes them; round m applies its sum."""
-    P = rules.P
-    if not (it["model_version"] == it["iteration"]).all():
-        raise ValueError("a round-per-call schedule must have model_version == iteration")
-    target = matrix(it, "round", P, -1)  # a worker stopped by the time budget contributes to no later round
-    sums: dict[int, list] = {}  # round -> [gradient sum, count]
-    by_workers = rules.divide_by == "workers"
-    for m in range(len(rounds)):
-        rows = np.flatnonzero(target[:, m] >= 0)
-        if len(rows):
-            G, _ = workload.gradient(W[rows], workload.batches(rows, np.full(len(rows), m)))
-            goes = target[rows, m]
-            parts = [(m, G)] if (goes == m).all() else [(int(r), G[goes == r]) for r in np.unique(goes)]
-            for r, part in parts:
-                acc = sums.setdefault(r, [np.zeros(W.shape[1]), 0])
-                acc[0] += part.sum(axis=0)
-                acc[1] += len(part)
-        g, count = sums.pop(m, [np.zeros(W.shape[1]), 0])
-        note("applied", m, g)
-        opt.step(W, g / (P if by_workers else max(count, 1)))
-        yield m

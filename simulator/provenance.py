@@ -1,8 +1,8 @@
-"""What a run folder's ``meta.json`` says about a run, built in one place for simulated and real runs alike: the
-resolved scenario, its seed, the cost model's figures, the algorithm's plot style and when it applies a gradient (so
-figures and metrics need no list of algorithms), the versions of what ran it, the command line, the git commit when
-the package runs from a checkout, the host and the start time. Real runs add their backend, hosts and ranks; the
-simulator, its engine."""
+"""What a run folder's ``meta.json`` says about a run, built in one place for simulated and real runs alike from the
+run's plan (:mod:`.plan`): the resolved scenario, its seed, the cost model's figures, the algorithm's plot style and
+when it applies a gradient (so figures and metrics need no list of algorithms), the versions of what ran it, the
+command line, the git commit when the package runs from a checkout, the host and the start time. Real runs add their
+backend, hosts and ranks; the simulator, its engine."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from stragglerlab.simulator import algorithms
-from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.network import message_bytes
-from stragglerlab.simulator.scenario import Scenario, to_dict
+from stragglerlab.simulator.plan import Plan
+from stragglerlab.simulator.scenario import to_dict
 
 #: packages whose versions every run records (others, such as torch or mpi4py, when they are loaded)
 PACKAGES = ("stragglerlab", "numpy", "pandas", "pyarrow", "simpy", "numba")
@@ -60,31 +60,32 @@ def git_state() -> dict[str, Any] | None:
     return {"commit": commit, "dirty": bool(changes.strip())}
 
 
-def style(name: str) -> dict[str, Any]:
-    """Algorithm ``name``'s plot style: its colour, marker and place in legends."""
-    record = algorithms.get(name)
-    return {"colour": record.style.colour, "marker": record.style.marker, "order": algorithms.order(name)}
+def style(plan: Plan) -> dict[str, Any]:
+    """The plot style of ``plan``'s algorithm: its colour, marker and place in legends."""
+    record = plan.record
+    return {"colour": record.style.colour, "marker": record.style.marker, "order": algorithms.order(record.name)}
 
 
-def applied(name: str) -> str:
-    """When algorithm ``name`` applies a worker's gradient (what applied throughput counts): ``release``, to the
+def applied(plan: Plan) -> str:
+    """When ``plan``'s algorithm applies a worker's gradient (what applied throughput counts): ``release``, to the
     worker's own replica when the worker is released (every gradient); ``round``, to the replicas or the server's
     model with the round or update that carries it (a gradient no round carries is never applied)."""
-    return "release" if algorithms.get(name).own_step else "round"
+    return "release" if plan.record.own_step else "round"
 
 
-def meta(scenario: Scenario, source: str, **extra: Any) -> dict[str, Any]:
-    """The ``meta.json`` of a run of ``scenario`` (``source``: ``sim`` or ``real``) starting now; ``extra`` keys
-    are added (``versions`` in it extends the recorded versions). ``command`` is the command line as run
+def meta(plan: Plan, source: str, **extra: Any) -> dict[str, Any]:
+    """The ``meta.json`` of a run of ``plan``'s scenario (``source``: ``sim`` or ``real``) starting now; ``extra``
+    keys are added (``versions`` in it extends the recorded versions). ``command`` is the command line as run
     (``sys.argv``); ``git`` is :func:`git_state`, absent outside a checkout."""
     git = git_state()
+    scenario = plan.scenario
     record = {
         "source": source,
         "scenario": to_dict(scenario),
         "seed": scenario.seed,
-        "network": cost_model(scenario).describe(scenario.workers, message_bytes(scenario)),
-        "style": style(scenario.algorithm.name),
-        "applied": applied(scenario.algorithm.name),
+        "network": plan.costs.describe(scenario.workers, message_bytes(scenario)),
+        "style": style(plan),
+        "applied": applied(plan),
         "versions": {**versions(), **extra.pop("versions", {})},
         "command": list(sys.argv),
         **({"git": git} if git is not None else {}),

@@ -1,6 +1,7 @@
-"""Simulate one scenario into a run folder: the composition of the toolkit's pieces. The scenario's algorithm record
-gives the rules (made with the scenario's cost model), the reference engine's process or the fast engine's kernel,
-and the convergence replay's update; the run-folder writer takes the rows and ``meta.json``."""
+"""Simulate one scenario into a run folder: the composition of the toolkit's pieces. The scenario's plan
+(:mod:`.plan`: its algorithm's record, cost model and rules, built once) gives the reference engine's process or the
+fast engine's kernel, the convergence replay's apply and ``meta.json``'s figures; the run-folder writer takes the
+rows."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from stragglerlab.analysis.metrics import Tally
 from stragglerlab.analysis.runfolder import NEVER, RunWriter, columns, iteration_columns
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.algorithms.record import resolve
-from stragglerlab.simulator.convergence import Observer, Schedule, replay
-from stragglerlab.simulator.costs import cost_model
+from stragglerlab.simulator.convergence import Schedule, replay
 from stragglerlab.simulator.engine import Engine
 from stragglerlab.simulator.fast.engine import FastEngine
+from stragglerlab.simulator.plan import Plan, plan
 from stragglerlab.simulator.provenance import meta
+from stragglerlab.simulator.replicas import Observer
 from stragglerlab.simulator.scenario import Scenario
 from stragglerlab.simulator.workloads import load as load_workload
 
@@ -89,36 +91,33 @@ def engine_for(scenario: Scenario) -> str:
 
 
 def run_engine(
-    scenario: Scenario,
+    plan: Plan,
     engine: str,
     rows: Callable[[Mapping[str, Any]], None],
     rounds: Callable[[Mapping[str, Any]], None],
     progress: Callable[[int], None] | None = None,
     window: int | None = None,
 ) -> None:
-    """Run ``scenario``'s algorithm on ``engine`` (``fast`` or ``reference``) with the scenario's cost model; blocks
-    of recorded iteration rows go to ``rows``, blocks of round rows to ``rounds`` (columns). ``window``: the fast
-    engine's first window size. Returns the rules the algorithm ran by."""
-    record = algorithms.get(scenario.algorithm.name)
-    rules = record.rules(scenario, cost_model(scenario))
+    """Run ``plan``'s rules on ``engine`` (``fast`` or ``reference``); blocks of recorded iteration rows go to
+    ``rows``, blocks of round rows to ``rounds`` (columns). ``window``: the fast engine's first window size."""
+    record, scenario = plan.record, plan.scenario
     if engine == "fast":
         assert record.kernel is not None, "the scenario's checks allow the fast engine only with a kernel"
-        FastEngine(scenario, rows, rounds, progress, window).run(resolve(record.kernel)(rules))
+        FastEngine(scenario, rows, rounds, progress, window).run(resolve(record.kernel)(plan.rules))
     else:
         gather = _Gather(rows, rounds)
         reference = Engine(scenario, gather, progress)
-        reference.run(record.process(rules, reference))
+        reference.run(record.process(plan.rules, reference))
         gather.close()
 
 
 def train(
-    scenario: Scenario, workload: Any, iterations: pd.DataFrame, rounds: pd.DataFrame, observe: Observer | None = None
+    plan: Plan, workload: Any, iterations: pd.DataFrame, rounds: pd.DataFrame, observe: Observer | None = None
 ) -> Iterator[tuple]:
-    """The ``evals`` rows of training ``workload`` along a finished schedule of ``scenario`` (its ``iterations`` and
-    ``rounds`` tables): the convergence replay with the algorithm's update."""
-    record = algorithms.get(scenario.algorithm.name)
-    rules = record.rules(scenario, cost_model(scenario))
-    return replay(scenario, rules, record.update, workload, iterations, rounds, observe, central=record.central)
+    """The ``evals`` rows of training ``workload`` along a finished schedule of ``plan``'s scenario (its
+    ``iterations`` and ``rounds`` tables): the convergence replay with the algorithm's apply."""
+    apply, central = plan.record.apply, plan.record.central
+    return replay(plan.scenario, plan.rules, apply, workload, iterations, rounds, observe, central=central)
 
 
 def simulate(
@@ -143,13 +142,14 @@ def simulate(
         scenario = scenario.replace(**{"workload.params": workload.dimension})
     engine = engine_for(scenario)
     started = time.perf_counter()
-    with RunWriter(folder, meta(scenario, "sim", engine=engine), replace=replace) as writer:
+    the_plan = plan(scenario)
+    with RunWriter(folder, meta(the_plan, "sim", engine=engine), replace=replace) as writer:
         tally = Tally()
         schedule = Schedule() if workload is not None else None
         sink = _Tables(writer, tables, tally, schedule)
-        run_engine(scenario, engine, sink.iterations, sink.rounds, progress)
+        run_engine(the_plan, engine, sink.iterations, sink.rounds, progress)
         if schedule is not None:
-            for row in train(scenario, workload, *schedule.tables()):
+            for row in train(the_plan, workload, *schedule.tables()):
                 writer.add("evals", row)
         writer.meta["tally"] = tally.sums
         writer.meta["wall_seconds"] = round(time.perf_counter() - started, 3)

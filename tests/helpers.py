@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from stragglerlab.analysis.runfolder import SCHEMAS, SORT_KEYS, iteration_columns
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import run_engine
 from stragglerlab.simulator.scenario import Scenario, from_dict
 
@@ -29,7 +30,7 @@ def run_tables(s: Scenario, engine: str = "reference", window: int | None = None
     def keep(block):  # an engine's blocks may be views it reuses
         iterations.append({name: np.array(column) for name, column in iteration_columns(block).items()})
 
-    run_engine(s, engine, keep, rounds.append, window=window)
+    run_engine(plan(s), engine, keep, rounds.append, window=window)
     it = pd.concat([pd.DataFrame(b) for b in iterations])[SCHEMAS["iterations"].names]
     r = (
         pd.concat([pd.DataFrame(b) for b in rounds])[SCHEMAS["rounds"].names]

@@ -33,7 +33,7 @@ def mpiexec_or_skip() -> str:
     """The ``mpiexec`` real runs would use (:func:`~stragglerlab.realrun.commands.run.mpiexec`); skip the test without
     one."""
     from stragglerlab.analysis.errors import UserError
-    from stragglerlab.realrun.commands.run import mpiexec
+    from stragglerlab.realrun.mpiexec import mpiexec
 
     try:
         return mpiexec()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,3 +97,19 @@ def test_every_import_of_the_project_goes_through_its_namespace():
                 names = [node.module]
             bare += [n for n in names if n.split(".")[0] in OLD_NAMES]
     assert not bare, bare
+
+
+def test_a_scenario_and_its_plan_load_without_the_engines():
+    # the scenario's keys and checks (the algorithms' records) and its plan (record, cost model, rules) stay apart
+    # from the engines (numba, simpy) and the convergence replay (pandas)
+    code = (
+        "import sys\n"
+        "from stragglerlab.simulator.plan import plan\n"
+        "from stragglerlab.simulator.scenario import load\n"
+        "for name in ('sync', 'wagma', 'lsgd', 'async-ps', 'ad-psgd'):\n"
+        "    plan(load(text=f'[algorithm]\\nname = \"{name}\"'))\n"
+        "print(sorted(m for m in ('numba', 'simpy', 'pandas', 'pyarrow') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -36,7 +36,7 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
 from stragglerlab.realrun.algorithms.service import Service
 from stragglerlab.simulator.algorithms.server import PUSH
-from stragglerlab.simulator.convergence import sgd
+from stragglerlab.simulator.replicas import sgd
 
 #: the server's answer to a push: (the server's model, which it may change in place; the pushed vector) -> reply
 Serve = Callable[[np.ndarray, np.ndarray], np.ndarray]

@@ -32,10 +32,10 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import roundtimes
 from stragglerlab.realrun.calibration import measure_job
-from stragglerlab.realrun.commands.run import launch, start
 from stragglerlab.realrun.footprint import calibration_memory
 from stragglerlab.realrun.fragment import fragment
 from stragglerlab.realrun.launched import Launched
+from stragglerlab.realrun.mpiexec import launch, start
 from stragglerlab.realrun.scratch import scratch_folder, stop_on_sigterm
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json

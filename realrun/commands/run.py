@@ -13,13 +13,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
-import signal
-import subprocess
 import sys
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import summarize
@@ -27,11 +22,11 @@ from stragglerlab.analysis.outputs import check_new_file, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
 from stragglerlab.realrun.footprint import run_memory
 from stragglerlab.realrun.harness import run_rank
+from stragglerlab.realrun.mpiexec import launch, start
 from stragglerlab.realrun.watchdog import watch_job
 from stragglerlab.simulator.commands import load_scenario, output_arguments, scenario_arguments
 from stragglerlab.simulator.commands.simulate import print_summary
 from stragglerlab.simulator.estimate import check
-from stragglerlab.simulator.lifetime import die_with_parent
 from stragglerlab.simulator.sweep import MPI_SIZE_VARIABLES
 
 #: environment variables that say this process is a rank some launcher started (hydra, Open MPI, srun)
@@ -71,36 +66,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "replace a simulated run where -o points, and the --save-model file (a real run is never replaced); start "
         "the ranks even when their estimated memory exceeds what the machine has",
     )
-
-
-def mpiexec() -> str:
-    """The ``mpiexec`` on PATH, else the one beside the running Python (pip's mpich)."""
-    found = (
-        os.environ.get("MPIEXEC")
-        or shutil.which("mpiexec")
-        or shutil.which("mpiexec", path=str(Path(sys.executable).parent))
-    )
-    if found is None:
-        raise UserError("--np needs mpiexec, which is not on PATH (install mpich or an MPI, or run under srun)")
-    return found
-
-
-def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli") -> list[str]:
-    """The mpiexec command running ``stragglerlab argv`` (``python -m module argv``) on ``np_`` ranks of this
-    machine. With MPICH's hydra, ranks are not killed when one exits, so the survivors' watchdogs can report which
-    rank was lost."""
-    command = [mpiexec()]
-    version = subprocess.run([command[0], "--version"], capture_output=True, text=True).stdout
-    if "HYDRA" in version.upper():
-        command.append("-disable-auto-cleanup")
-    return [*command, "-n", str(np_), sys.executable, "-m", module, *argv]
-
-
-def start(command: list[str], **options: Any) -> subprocess.Popen:
-    """Start the job ``command`` (:func:`launch`; ``options`` as ``subprocess.Popen``'s) so that it ends with this
-    process: on Linux its launcher gets SIGTERM when this process dies, however it dies (even by SIGKILL), and takes
-    its ranks down with it; a killed ``run`` leaves no rank behind."""
-    return subprocess.Popen(command, preexec_fn=partial(die_with_parent, signal.SIGTERM, os.getpid()), **options)
 
 
 def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:

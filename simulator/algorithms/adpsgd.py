@@ -26,15 +26,16 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.eager import splitmix
 from stragglerlab.simulator.algorithms.gossip import KIND, TOPOLOGY, PeerCosts
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
+from stragglerlab.simulator.replicas import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.topology import neighbours
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.engine import Call, Engine
 
@@ -115,7 +116,7 @@ class AdPsgdProcess:
         engine.at(done, release)
 
 
-def update(
+def apply(
     rules: AdPsgdRules,
     workload: Any,
     it: pd.DataFrame,
@@ -166,7 +167,7 @@ RECORD = Algorithm(
     rules=AdPsgdRules,
     process=AdPsgdProcess,
     kernel="stragglerlab.simulator.fast.adpsgd:kernel",
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
     style=Style("#44AA99", ">"),
     own_step=True,

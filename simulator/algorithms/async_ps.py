@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.server import KERNEL, SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
-from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.replicas import Observer, Optimizer
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
 
@@ -42,7 +43,7 @@ def gradient(workload: Any, W: np.ndarray, j: int, n: int) -> np.ndarray:
     return G
 
 
-def update(
+def apply(
     rules: AsyncPsRules,
     workload: Any,
     it: pd.DataFrame,
@@ -71,7 +72,7 @@ RECORD = Algorithm(
     rules=AsyncPsRules,
     process=ServerProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:AsyncPsExchange"},
     style=Style("#D55E00", "X"),
     central=True,

@@ -8,15 +8,17 @@ w_i ← mean of the posted models of {i} ∪ N(i), and its own gradient step (co
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.gossip import KERNEL, TOPOLOGY, GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.replicas import Observer, Optimizer
 from stragglerlab.simulator.topology import neighbours
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class DpsgdRules(GossipRules):
@@ -33,7 +35,7 @@ class DpsgdRules(GossipRules):
         ]
 
 
-def update(
+def apply(
     rules: DpsgdRules,
     workload: Any,
     it: pd.DataFrame,
@@ -64,7 +66,7 @@ RECORD = Algorithm(
     rules=DpsgdRules,
     process=GossipProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#999999", "<"),
     own_step=True,

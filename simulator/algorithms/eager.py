@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import gradient_rounds
+from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess, RoundRules, gradient_rounds
 from stragglerlab.simulator.keys import Key, one_of
 
 if TYPE_CHECKING:
@@ -80,7 +79,7 @@ def _record(name: str, summary: str, rules: type[SoloRules], style: Style) -> Al
         rules=rules,
         process=RoundProcess,
         kernel=KERNEL,
-        update=gradient_rounds,
+        apply=gradient_rounds,
         exchanges=EXCHANGES,
         style=style,
     )

@@ -11,16 +11,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.async_ps import gradient, served
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.lsgd import PULL
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.server import KERNEL, SERVER_GAMMA, SERVERS, ServerProcess, ServerRules
-from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
+from stragglerlab.simulator.replicas import Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
 
@@ -33,7 +34,7 @@ class EasgdRules(ServerRules):
         self.pull = scenario.algorithm.pull
 
 
-def update(
+def apply(
     rules: EasgdRules,
     workload: Any,
     it: pd.DataFrame,
@@ -71,7 +72,7 @@ RECORD = Algorithm(
     rules=EasgdRules,
     process=ServerProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
     style=Style("#882255", "h"),
     central=True,

@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import Key, one_of
@@ -37,6 +36,8 @@ from stragglerlab.simulator.network import message_bytes
 from stragglerlab.simulator.topology import TOPOLOGIES
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario

@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import Observer, Optimizer, row_counts
 from stragglerlab.simulator.keys import POSITIVE_INT, Key
+from stragglerlab.simulator.replicas import Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
 
@@ -43,7 +44,7 @@ class LocalSgdRules(RoundRules):
         return True
 
 
-def update(
+def apply(
     rules: LocalSgdRules,
     workload: Any,
     it: pd.DataFrame,
@@ -78,7 +79,7 @@ RECORD = Algorithm(
     rules=LocalSgdRules,
     process=RoundProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.local_sgd:LocalSgdExchange"},
     style=Style("#0072B2", "P"),
     own_step=True,

@@ -19,16 +19,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix, row_counts
 from stragglerlab.simulator.imbalance import ExchangeSpread
 from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
 from stragglerlab.simulator.network import message_bytes
+from stragglerlab.simulator.replicas import Observer, Optimizer, matrix, row_counts
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
@@ -133,7 +134,7 @@ def leaders(losses: np.ndarray, node: np.ndarray) -> tuple[np.ndarray, int]:
     return local, int(np.argmin(losses))
 
 
-def update(
+def apply(
     rules: LsgdRules,
     workload: Any,
     it: pd.DataFrame,
@@ -181,7 +182,7 @@ RECORD = Algorithm(
     rules=LsgdRules,
     process=LsgdProcess,
     kernel="stragglerlab.simulator.fast.lsgd:kernel",
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.lsgd:LsgdExchange"},
     style=Style("#CC79A7", "v"),
     own_step=True,

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stragglerlab.simulator.algorithms.eager import DIVIDE_BY, EXCHANGES, LATE, SoloRules
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
-from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess
-from stragglerlab.simulator.convergence import gradient_rounds
+from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess, gradient_rounds
 from stragglerlab.simulator.keys import Check, Key
 
 if TYPE_CHECKING:
@@ -62,7 +61,7 @@ RECORD = Algorithm(
     rules=QuorumRules,
     process=RoundProcess,
     kernel=KERNEL,
-    update=gradient_rounds,
+    apply=gradient_rounds,
     exchanges=EXCHANGES,
     style=Style("#AA4499", "*"),
     check=check,

@@ -1,13 +1,15 @@
 """The record of one algorithm: everything each plane needs to run it, in one place.
 
 A record holds the algorithm's scenario keys and their checks, its *rules* (what triggers a round, who contributes
-what, what happens to a late post, what a round costs; built from the scenario and the cost model), the reference
-engine's process, the fast engine's kernel (or none), the convergence replay's update, the real-run exchange of each
-backend, and its plot style. Every plane reads the algorithm from its record, found by name in the registry
-(:mod:`stragglerlab.simulator.algorithms`); nothing else looks at an algorithm's name.
+what, what happens to a late post, what a round costs; built from the scenario and the cost model, :class:`Rules`),
+the reference engine's process, the fast engine's kernel (or none), the convergence replay's apply, the real-run
+exchange of each backend, and its plot style. Every plane reads the algorithm from its record, found by name in the
+registry (:mod:`stragglerlab.simulator.algorithms`); nothing else looks at an algorithm's name.
 
-The real-run exchanges live in ``stragglerlab.realrun``, which imports the simulator and not the other way round, so a
-record names them as ``"module:Class"``; the harness resolves the name.
+Loading a scenario reads the records (their keys and checks), so this module and the algorithms' modules import
+only numpy and the model: the fast engine's kernel, which needs numba, is named as ``"module:function"`` and
+imported when an engine runs it (:func:`resolve`); the real-run exchanges live in ``stragglerlab.realrun``, which
+imports the simulator and not the other way round, so a record names them as ``"module:Class"`` too.
 """
 
 from __future__ import annotations
@@ -15,14 +17,24 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from stragglerlab.simulator.convergence import Update
 from stragglerlab.simulator.keys import Key, ScenarioError
+from stragglerlab.simulator.replicas import Apply
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
+
+
+class Rules(Protocol):
+    """What the rules of every algorithm say, whatever the algorithm (each algorithm's rules class adds its own)."""
+
+    P: int  # workers
+    N: int  # iterations per worker
+    update: float  # seconds of the optimizer step after each iteration (``workload.update``)
+    budget: float  # the time budget in seconds (infinity: none)
+
 
 #: ``fail(key, value, allowed)``: the one-line error about a key's value, naming where it came from
 Fail = Callable[[str, Any, str], ScenarioError]
@@ -43,10 +55,10 @@ class Algorithm:
     name: str
     summary: str  # one line: what it does
     keys: tuple[Key, ...]  # the ``[algorithm]`` keys it reads (beyond name, lr, momentum, weight_decay)
-    rules: Callable[[Scenario, CostModel], Any]  # its rules for one scenario
+    rules: Callable[[Scenario, CostModel], Rules]  # its rules for one scenario
     process: Callable[[Any, Any], Any]  # (rules, reference engine) -> the object whose ``post(call)`` the engine calls
     kernel: str | None  # "module:function" of its fast path, (rules) -> fast.engine.Kernel; None: reference only
-    update: Update
+    apply: Apply  # the convergence replay's: what its rounds do to the replicas
     exchanges: Mapping[str, str]  # real-run backend -> "module:Class" of its exchange
     style: Style
     check: Callable[[Scenario, Fail], None] | None = None  # checks that involve other keys of the scenario

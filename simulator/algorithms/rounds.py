@@ -22,6 +22,7 @@ The fast engine steps through the same rules (:data:`KERNEL`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,11 @@ import numpy as np
 from stragglerlab.simulator.imbalance import ExchangeSpread, Spread
 from stragglerlab.simulator.keys import NONNEG_INT, Key
 from stragglerlab.simulator.network import message_bytes
+from stragglerlab.simulator.replicas import Observer, Optimizer, matrix
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
@@ -280,3 +284,33 @@ class RoundProcess:
         self.engine.sink.round(
             (m, rules.kind(m), r.initiator, r.t_trigger, r.t_done, self.contributors(r), r.posted, rules.group(m))
         )
+
+
+def gradient_rounds(
+    rules: Any, workload: Any, it: pd.DataFrame, rounds: pd.DataFrame, W: np.ndarray, opt: Optimizer, note: Observer
+) -> Iterator[int]:
+    """The apply of the gradient-averaging algorithms (sync, eager-SGD, quorum): the gradient of worker i's iteration
+    n is computed on model version n (all P of a version at once) and kept until its round m consumes it; round m
+    applies Σ(rows with ``round == m``) / D with D = P (``divide_by = workers``) or the number of gradients summed
+    (``contributors``). Rows of round −1 (dropped, or after the last exchange) are never applied. Every replica applies
+    every round, so replicas stay identical."""
+    P = rules.P
+    if not (it["model_version"] == it["iteration"]).all():
+        raise ValueError("a round-per-call schedule must have model_version == iteration")
+    target = matrix(it, "round", P, -1)  # a worker stopped by the time budget contributes to no later round
+    sums: dict[int, list] = {}  # round -> [gradient sum, count]
+    by_workers = rules.divide_by == "workers"
+    for m in range(len(rounds)):
+        rows = np.flatnonzero(target[:, m] >= 0)
+        if len(rows):
+            G, _ = workload.gradient(W[rows], workload.batches(rows, np.full(len(rows), m)))
+            goes = target[rows, m]
+            parts = [(m, G)] if (goes == m).all() else [(int(r), G[goes == r]) for r in np.unique(goes)]
+            for r, part in parts:
+                acc = sums.setdefault(r, [np.zeros(W.shape[1]), 0])
+                acc[0] += part.sum(axis=0)
+                acc[1] += len(part)
+        g, count = sums.pop(m, [np.zeros(W.shape[1]), 0])
+        note("applied", m, g)
+        opt.step(W, g / (P if by_workers else max(count, 1)))
+        yield m

@@ -10,15 +10,17 @@ x ← (x + x_src)/2 and weight ← (weight + weight_src)/2.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.gossip import KERNEL, GossipProcess, GossipRules, iteration_rows
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.convergence import Observer, Optimizer
+from stragglerlab.simulator.replicas import Observer, Optimizer
 from stragglerlab.simulator.topology import exponential_phases, exponential_shift
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class SgpRules(GossipRules):
@@ -35,7 +37,7 @@ class SgpRules(GossipRules):
         return (np.arange(self.P) - exponential_shift(n, self.P)) % self.P
 
 
-def update(
+def apply(
     rules: SgpRules,
     workload: Any,
     it: pd.DataFrame,
@@ -67,7 +69,7 @@ RECORD = Algorithm(
     rules=SgpRules,
     process=GossipProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
     style=Style("#DDCC77", "p"),
     own_step=True,

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
-from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import gradient_rounds
+from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules, gradient_rounds
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.costs import CostModel
@@ -66,7 +65,7 @@ RECORD = Algorithm(
     rules=SyncRules,
     process=RoundProcess,
     kernel=KERNEL,
-    update=gradient_rounds,
+    apply=gradient_rounds,
     exchanges={
         "native": "stragglerlab.realrun.algorithms.native:GradientExchange",
         "torch": "stragglerlab.realrun.algorithms.torch_sync:TorchSync",

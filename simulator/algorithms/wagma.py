@@ -19,14 +19,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
 from stragglerlab.simulator.algorithms.rounds import DEPOSIT, KERNEL, SYNC_PERIOD, RoundProcess, RoundRules
-from stragglerlab.simulator.convergence import Observer, Optimizer, matrix
 from stragglerlab.simulator.keys import Check, Key
+from stragglerlab.simulator.replicas import Observer, Optimizer, matrix
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from stragglerlab.simulator.costs import CostModel
     from stragglerlab.simulator.scenario import Scenario
 
@@ -112,7 +113,7 @@ class WagmaRules(RoundRules):
         return self.synchronous(m)
 
 
-def update(
+def apply(
     rules: WagmaRules,
     workload: Any,
     it: pd.DataFrame,
@@ -188,7 +189,7 @@ RECORD = Algorithm(
     rules=WagmaRules,
     process=RoundProcess,
     kernel=KERNEL,
-    update=update,
+    apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.wagma:WagmaExchange"},
     style=Style("#009E73", "D"),
     check=check,

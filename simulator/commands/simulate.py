@@ -118,7 +118,7 @@ def speedups(s: Summary, baseline: Summary | None) -> tuple[float, float]:
 
     if baseline is None:
         return float("nan"), float("nan")
-    return ratio(s.samples_per_s, baseline.samples_per_s), ratio(baseline.time_to_target, s.time_to_target)
+    return ratio(s.samples_per_s, baseline.samples_per_s), ratio(baseline.time_to_loss, s.time_to_loss)
 
 
 def _times(value: float) -> str:
@@ -138,7 +138,7 @@ def _row(s: Summary, baseline: Summary | None, trained: bool) -> list[str]:
         _times(speedup),
     ]
     if trained:
-        target = f"{s.time_to_target:.2f}" if s.time_to_target >= 0 else "-"
+        target = f"{s.time_to_loss:.2f}" if s.time_to_loss >= 0 else "-"
         row += [f"{s.final_loss:.5g}", f"{s.final_accuracy:.4f}", target, _times(target_speedup)]
     return row
 

@@ -24,7 +24,7 @@ class State(NamedTuple):
     each worker's next start, and the next iteration."""
 
     indptr: np.ndarray
-    index: np.ndarray
+    peers: np.ndarray
     cost: np.ndarray
     own: np.ndarray
     t_start: np.ndarray
@@ -48,7 +48,7 @@ def step(s, rows, out):
     """Sweep iterations from ``s.next[0]`` until the run ends (its last iteration, or the first whose earliest
     exchange completes at or after the time budget), or the window or the round output does."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    indptr, index, cost, own, t_start = s.indptr, s.index, s.cost, s.own, s.t_start
+    indptr, index, cost, own, t_start = s.indptr, s.peers, s.cost, s.own, s.t_start
     compute, calls, factors, start, post, done_, round_, version, fresh = (
         rows.compute,
         rows.calls,

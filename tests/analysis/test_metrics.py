@@ -171,7 +171,7 @@ def test_staleness_histogram_counts_every_value_and_uncarried_as_minus_one(run):
     assert m["mean_staleness"] == pytest.approx(2 / 4) and m["max_staleness"] == 2  # over the 4 carried ones
 
 
-def test_time_to_target_uses_the_averaged_model(run):
+def test_time_to_loss_uses_the_averaged_model(run):
     assert to_target(run, 0.5) == (3.0, 30.0)  # the worker-0 evaluation at loss 0 does not count
     assert to_target(run, 1.0) == (1.0, 10.0)
     assert all(math.isnan(v) for v in to_target(run, 0.1))
@@ -179,7 +179,7 @@ def test_time_to_target_uses_the_averaged_model(run):
     assert (m["time_to_loss"], m["iterations_to_loss"]) == (3.0, 30.0)
 
 
-def test_time_to_target_without_an_averaged_model_averages_the_workers(tmp_path):
+def test_time_to_loss_without_an_averaged_model_averages_the_workers(tmp_path):
     evals = [(1.0, 10, 0, 1.0, 0.0), (1.2, 10, 1, 0.5, 0.0), (2.0, 20, 0, 0.4, 0.0), (2.0, 20, 1, 0.2, 0.0)]
     run = load_run(write_run(tmp_path / "run", ROWS, workers=3, evals=evals))
     assert model_evals(run)["loss"].tolist() == pytest.approx([0.75, 0.3])

@@ -26,6 +26,7 @@ from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ComputeTimes
 from stragglerlab.simulator.network import message_bytes
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import run_engine
 from stragglerlab.simulator.scenario import ALGORITHMS, from_dict
 
@@ -39,7 +40,7 @@ def rows_of(scenario, engine: str) -> tuple[int, float]:
         rows += len(block["t_done"])
 
     started = time.perf_counter()
-    run_engine(scenario, engine, count, lambda block: None)
+    run_engine(plan(scenario), engine, count, lambda block: None)
     return rows, time.perf_counter() - started
 
 

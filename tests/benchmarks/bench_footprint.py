@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from stragglerlab.realrun.commands.run import mpiexec
+from stragglerlab.realrun.mpiexec import mpiexec
 from stragglerlab.simulator.algorithms import RECORDS
 
 #: each rank runs the command in argv[1:] and writes its peak resident set (bytes) to $FOOTPRINT_DIR/<rank>

@@ -38,7 +38,7 @@ def native_ready() -> None:
 def spawn(native_ready):
     """``spawn(P, argv, timeout)``: ``stragglerlab argv`` on P ranks; the completed process (any exit status)."""
     from stragglerlab.analysis.errors import UserError
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     def run(ranks: int, argv: list[str], timeout: float = 90.0) -> subprocess.CompletedProcess:
         try:

@@ -43,7 +43,7 @@ every_iterations = 4
 def final_replicas(tmp_path, text: str, ranks: int) -> tuple[Path, np.ndarray]:
     """Run the scenario ``text`` on ``ranks`` ranks into ``tmp_path / "run"``: its path and every rank's final
     replica (one row each)."""
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     path = tmp_path / "s.toml"
     path.write_text(text)

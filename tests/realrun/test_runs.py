@@ -214,7 +214,7 @@ def test_gossip_trains_a_torch_model(spawn, scenario_file, tmp_path, algorithm):
 
 def test_what_the_ranks_set_up_before_the_first_iteration_is_not_the_run_s_time(native_ready, scenario_file, tmp_path):
     # 3 s of setup in every rank's exchange (the native core compiled on first use took 1-4 s): none of it is measured
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     script = ROOT / "tests" / "realrun" / "slow_setup_run.py"
     path = scenario_file(SCENARIO.replace("[algorithm]\n", '[algorithm]\nname = "eager-solo"\n'))

@@ -162,7 +162,7 @@ def test_a_ddp_run_ends_its_process_group(native_ready, scenario_file, tmp_path)
     # destroying it, and calibrate's blocks, runs in one process, piled them up (and timed rounds a quarter faster
     # than fresh runs meet them)
     pytest.importorskip("torch")
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     script = tmp_path / "twice.py"
     script.write_text(DDP_TWICE)

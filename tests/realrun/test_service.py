@@ -58,7 +58,7 @@ comm.Free()
 
 
 def test_rank_zeros_service_answers_every_rank_and_its_own_rank_in_order(native_ready, tmp_path):
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     script = tmp_path / "asking.py"
     script.write_text(ASKING)

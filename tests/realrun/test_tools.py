@@ -15,6 +15,7 @@ from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.cli import main
 from stragglerlab.realrun.commands import run as run_command
 from stragglerlab.realrun.launched import Launched
+from stragglerlab.realrun.mpiexec import launch
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import load
 from tests.helpers import scenario
@@ -386,7 +387,7 @@ def test_calibrate_collectives_errors_are_one_line(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.timeout(60)
 def test_calibrate_on_one_rank_is_a_one_line_error(native_ready, tmp_path):
-    command = [*run_command.launch(1, ["calibrate", "--collectives", "-o", str(tmp_path / "c.toml")])]
+    command = [*launch(1, ["calibrate", "--collectives", "-o", str(tmp_path / "c.toml")])]
     proc = run_bounded(command, 50, environment(), tmp_path)
     assert proc.returncode == 2 and "at least 2 ranks" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "c.csv").exists()

@@ -11,7 +11,8 @@ import pytest
 
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator import algorithms
-from stragglerlab.simulator.convergence import gradient_rounds
+from stragglerlab.simulator.algorithms.rounds import gradient_rounds
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import simulate, train
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
@@ -47,7 +48,7 @@ def replayed(s, workload=None):
             after[m] = value.copy()
             final[:] = [value]  # the replay's own matrix: its state once the replay ends
 
-    evals = list(train(s, workload or load_workload(s), it, rounds, observe))
+    evals = list(train(plan(s), workload or load_workload(s), it, rounds, observe))
     return evals, after, final[0], it
 
 
@@ -84,7 +85,7 @@ def test_wagmas_replicas_are_one_model_after_the_budgets_last_round():
         if event == "averaged":
             averaged[m] = value.copy()
 
-    list(train(budget, load_workload(budget), it, rounds, observe))
+    list(train(plan(budget), load_workload(budget), it, rounds, observe))
     last = int(rounds["round"].iloc[-1])
     assert rounds["kind"].iloc[-1] == "average" and max(averaged) == last
     assert (rounds["kind"] == "group").any()  # a run of group rounds, which leave the replicas apart
@@ -121,7 +122,7 @@ def test_every_worker_takes_exactly_its_rows_as_gradient_steps_and_the_last_eval
     rows = set(zip(it["worker"], it["iteration"], strict=True))
     assert set(workload.taken) <= rows and max(workload.taken.values()) == 1  # each row's gradient at most once
     # the gradient-averaging updates skip a row carried by no round (its gradient would never be applied)
-    applied = it[it["round"] >= 0] if algorithms.get(name).update is gradient_rounds else it
+    applied = it[it["round"] >= 0] if algorithms.get(name).apply is gradient_rounds else it
     assert set(zip(applied["worker"], applied["iteration"], strict=True)) <= set(workload.taken)
     t, iteration, worker = evals[-1][:3]
     assert t == it["t_done"].max() and iteration == counts.max() and worker == -1
@@ -134,6 +135,6 @@ def test_every_worker_takes_exactly_its_rows_as_gradient_steps_and_the_last_eval
 def test_both_engines_give_the_same_evals_with_a_budget(name):
     _, budget = budgeted(name)
     workload = load_workload(budget)
-    reference = list(train(budget, workload, *run_tables(budget, "reference")))
-    fast = list(train(budget, workload, *run_tables(budget, "fast", window=8)))
+    reference = list(train(plan(budget), workload, *run_tables(budget, "reference")))
+    fast = list(train(plan(budget), workload, *run_tables(budget, "fast", window=8)))
     assert fast == reference

@@ -416,10 +416,11 @@ def test_a_post_after_a_release_at_its_instant_comes_a_wave_later(tmp_path, name
 def test_compilation_is_cached_across_processes(tmp_path):
     script = (
         "from stragglerlab.simulator.fast import adpsgd, gossip, lsgd, rounds\n"
+        "from stragglerlab.simulator.plan import plan\n"
         "from stragglerlab.simulator.run import run_engine\n"
         "from tests.helpers import scenario\n"
         "for name in ('eager-solo', 'lsgd', 'd-psgd', 'ad-psgd'):\n"
-        "    run_engine(scenario(**{'algorithm.name': name}), 'fast', lambda r: None, lambda r: None)\n"
+        "    run_engine(plan(scenario(**{'algorithm.name': name})), 'fast', lambda r: None, lambda r: None)\n"
         "k = (rounds.step, lsgd.step, gossip.step, adpsgd.step)\n"
         "print(sum(sum(f.stats.cache_misses.values()) for f in k),"
         " sum(sum(f.stats.cache_hits.values()) for f in k))\n"

@@ -121,6 +121,7 @@ def test_killed_run_is_readable_and_marked_unfinished(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         from stragglerlab.analysis.runfolder import RECORDED, RunWriter
+        from stragglerlab.simulator.plan import plan
         from stragglerlab.simulator.run import run_engine
         from tests.helpers import scenario
 
@@ -136,7 +137,7 @@ def test_killed_run_is_readable_and_marked_unfinished(tmp_path):
                 if added == 5500:
                     os.kill(os.getpid(), signal.SIGKILL)
 
-        run_engine(s, "reference", iterations, lambda block: writer.add_block("rounds", block))
+        run_engine(plan(s), "reference", iterations, lambda block: writer.add_block("rounds", block))
     """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=os.getcwd(), timeout=120)
     assert proc.returncode == -9

@@ -15,6 +15,7 @@ import pytest
 
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import engine_for, train
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.helpers import run_tables, scenario
@@ -161,7 +162,7 @@ def replayed(s, workload, events=("round",)):
         if event in seen:
             seen[event].append((m, value.copy()))
 
-    list(train(s, workload, it, rounds, observe))
+    list(train(plan(s), workload, it, rounds, observe))
     return seen, it, rounds
 
 
@@ -230,7 +231,7 @@ def test_the_averaged_model_of_a_server_method_is_the_servers(name):
     it, rounds = run_tables(s)
     last = {}
     evals = pd.DataFrame(
-        train(s, workload, it, rounds, lambda event, m, W: last.update(W=W.copy()) if event == "round" else None),
+        train(plan(s), workload, it, rounds, lambda event, m, W: last.update(W=W.copy()) if event == "round" else None),
         columns=["t", "iteration", "worker", "loss", "accuracy"],
     )
     assert list(evals.worker) == [-1, 0, 1, 2, 3] * (len(evals) // 5)
