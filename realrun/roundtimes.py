@@ -81,7 +81,7 @@ from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.networkfit import record
 from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator.algorithms.server import PUSH
-from stragglerlab.simulator.fast.rounds import bucketed_end
+from stragglerlab.simulator.algorithms.sync import bucketed_end
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, message_bytes

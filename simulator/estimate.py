@@ -5,8 +5,8 @@ one says so before it starts.
 The figures are what the engines and the run-folder writer hold (measured on this toolkit's own runs; right within a
 factor of about two, which is enough to tell a run that fits from one that does not):
 
-- the fast engine keeps a window of W = max(64, min(2048, 2^21 / P)) iterations of all P workers in about six
-  float64 buffers, and each worker's queue of pending posts (16 bytes per entry, ``sync_period`` + 2 entries);
+- the fast engine keeps a window of W = max(64, min(2048, 2^21 / P)) iterations of all P workers in nine buffers of
+  8 bytes a cell (compute times, call costs, the recorded columns), and a few arrays of P;
 - the reference engine keeps about 2 KiB of simpy objects per worker;
 - compute times come in rows of P float64;
 - a kept ``iterations`` table is 11 columns of 8 bytes per worker-iteration, held about four times over when the
@@ -15,8 +15,9 @@ factor of about two, which is enough to tell a run that fits from one that does 
   count (which sets the message sizes then, whatever ``workload.params`` says; a torch model's count is known only
   once it is built, so its replicas are not estimated).
 
-Times: the fast engine runs about 5 million worker-iterations per second, the reference one about 40,000, and
-writing the kept table about a million rows per second; training a model adds its gradients, not estimated here.
+Times: the fast engine runs about 5 million worker-iterations per second (far more at thousands of workers), the
+reference one about 40,000 (sync about 140,000 at 256 workers on a 2-core machine, d-psgd about 15,000), and writing
+the kept table about a million rows per second; training a model adds its gradients, not estimated here.
 """
 
 from __future__ import annotations
@@ -84,8 +85,7 @@ def estimate(scenario: Scenario, engine: str, tables: tuple[str, ...] = ("iterat
     ``tables``."""
     P, N = scenario.workers, scenario.iterations
     rows = P * N
-    pending = P * 16 * (scenario.algorithm.sync_period + 2)
-    held = window(P) * P * 6 * 8 + pending if engine == "fast" else P * 2048
+    held = window(P) * P * 9 * 8 + P * 16 * 8 if engine == "fast" else P * 2048
     held += 4 * P * 8  # rows of compute times
     kept = 0
     if "iterations" in tables:

@@ -1,7 +1,7 @@
 """The algorithm registry: one :class:`~.record.Algorithm` record per algorithm, found by name.
 
 Every plane reads an algorithm from its record: the scenario its keys and checks, the reference engine its process,
-the fast engine its kernel, the convergence replay its update, real runs its exchange, run folders its plot style.
+the fast engine its kernel, the convergence replay its apply, real runs its exchange, run folders its plot style.
 Nothing else in the toolkit looks at an algorithm's name. Adding an algorithm is a module here with its record
 (listed below), its real-run exchange in ``stragglerlab.realrun.algorithms`` when no existing one fits, and tests;
 ``docs/adding-an-algorithm.md`` walks through one.
