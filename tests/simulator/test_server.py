@@ -239,3 +239,23 @@ def test_the_averaged_model_of_a_server_method_is_the_servers(name):
     assert (final.loss, final.accuracy) == workload.evaluate(last["W"][-1])  # the server's row, not the mean
     assert final.loss != workload.evaluate(last["W"][:-1].mean(axis=0))[0]
     assert final.loss < evals[evals.worker == -1].loss.iloc[0]
+
+
+def test_the_fast_engines_batch_sort_orders_pushes_as_the_server_serves_them():
+    from stragglerlab.simulator.fast.order import sort_batch
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        P = int(rng.integers(1, 300))
+        if trial % 3 == 0:  # most of the batch at one instant (constant compute times)
+            key = np.where(rng.random(P) < 0.8, 1.0, rng.random(P))
+        elif trial % 3 == 1:  # few distinct instants: long runs of ties
+            key = rng.choice(rng.random(4), P)
+        else:  # one early outlier, the rest within a hair of each other: all but one in the last bucket
+            key = np.concatenate([[0.0], 1 + rng.random(P - 1) * 1e-12])
+        wave = rng.integers(0, 3, P) if trial % 5 == 0 else np.zeros(P, dtype=np.int64)
+        items = np.sort(rng.choice(P, int(rng.integers(0, P + 1)), replace=False)).astype(np.int64)
+        out = np.zeros(P, dtype=np.int64)
+        sort_batch(items, len(items), key, wave, np.zeros(P + 2, dtype=np.int64), out, np.zeros(P, dtype=np.int64))
+        expected = items[np.lexsort((items, wave[items], key[items]))]  # time, then wave, then worker
+        assert (out[: len(items)] == expected).all(), trial
