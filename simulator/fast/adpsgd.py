@@ -83,19 +83,46 @@ def drawn_peer(hashes, flat, offset, degree, w, n):
 
 
 @njit(cache=True)
-def _post(s, rows, workers, count, horizon, least):
+def _post(s, rows, out, workers, count, served, horizon, least):
     """Each of ``workers[:count]`` computes its next window row from its start and posts (its wave holds only if it
-    computes nothing), and draws the peer of that post. A worker that needs a row past the window is parked, to post
-    once the window has slid. Returns whether one is, and ``horizon`` and ``least`` with the posts made taken in."""
+    computes nothing), and draws the peer of that post. ``served``: the workers' posts were just taken, and each
+    first returns from its exchange (its rows and round row written; a worker past its last iteration or the time
+    budget stops). A worker that needs a row past the window is parked, to post once the window has slid. Returns
+    whether one is, and ``horizon`` and ``least`` with the posts made taken in; ``workers`` is scratch."""
+    # the arrays as locals: read through the tuples, every access in a loop would load them again
     next_, t_start, pending, wave, bound, parked, peer = s.next, s.t_start, s.pending, s.wave, s.bound, s.parked, s.peer
-    hashes, flat, offset, degree = s.hashes, s.flat, s.offset, s.degree
-    compute, start, post = rows.compute, rows.start, rows.post
-    iterations, update = s.iterations, s.update
+    hashes, flat, offset, degree, begin_, end_ = s.hashes, s.flat, s.offset, s.degree, s.begin, s.end
+    compute, calls, start, post, done_ = rows.compute, rows.calls, rows.start, rows.post, rows.done
+    o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
+    iterations, update, budget = s.iterations, s.update, s.budget
     base = rows.at[BASE]
     size = post.shape[0]
+    written = out.written[0]
     parks = False
+    going = 0
     for a in range(count):
         w = workers[a]
+        if served:  # its exchange: it returns, and its next iteration starts after the update
+            t = pending[w]
+            pending[w] = np.inf
+            n = next_[w]
+            k = n - base
+            j = peer[w]
+            done = end_[w] if j >= 0 else t
+            done_[k, w] = returned(t, done, calls[k, w])
+            o_round[written] = n
+            o_initiator[written] = w
+            o_trigger[written] = begin_[w] if j >= 0 else t
+            o_done[written] = done
+            o_contributors[written] = 2 if j >= 0 else 1
+            o_group[written] = j
+            written += 1
+            next_[w] = n + 1
+            if n + 1 == iterations or done >= budget:
+                continue
+            t_start[w] = done_[k, w] + update
+            # back at the instant it was released, the worker posts in the next wave if it computes nothing
+            wave[w] = (wave[w] + 1 if done == t else 1) if update == 0.0 and done_[k, w] == done else 0
         k = next_[w] - base
         if k == size:
             parked[w] = parks = True
@@ -108,10 +135,15 @@ def _post(s, rows, workers, count, horizon, least):
         horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
         if earlier(pending[w], wave[w], w, pending[least], wave[least], least):
             least = w
-    for a in range(count):  # the peers in a loop of their own, where the hashes overlap
+        workers[going] = w
+        going += 1
+    if served:
+        o_kind[written - count : written] = 0
+        o_fresh[written - count : written] = 1
+        out.written[0] = written
+    for a in range(going):  # the peers in a loop of their own, where the hashes overlap
         w = workers[a]
-        if not parked[w]:
-            peer[w] = drawn_peer(hashes, flat, offset, degree, w, next_[w])
+        peer[w] = drawn_peer(hashes, flat, offset, degree, w, next_[w])
     return parks, horizon, least
 
 
@@ -155,27 +187,11 @@ def step(s, rows, out):
     written one after the other. A scan and a counting sort per batch instead of a heap operation per post; the next
     batch's horizon and least post are gathered on the way, from the posts left out and the posts made."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    pending, wave, bound, next_, t_start, free, peer, node = (
-        s.pending,
-        s.wave,
-        s.bound,
-        s.next,
-        s.t_start,
-        s.free,
-        s.peer,
-        s.node,
-    )
+    pending, wave, bound, next_, free, peer, node = s.pending, s.wave, s.bound, s.next, s.free, s.peer, s.node
     batch, order, first_, cost, begin_, end_ = s.batch, s.order, s.first, s.cost, s.begin, s.end
-    compute, calls, factors, done_ = rows.compute, rows.calls, rows.factors, rows.done
-    o_round, o_kind, o_initiator, o_t_trigger, o_t_done, o_contributors, o_fresh, o_group = out[:8]
-    update, iterations, budget, t_intra, t_inter, spread = (
-        s.update,
-        s.iterations,
-        s.budget,
-        s.t_intra,
-        s.t_inter,
-        s.spread,
-    )
+    compute, factors = rows.compute, rows.factors
+    o_round = out.round
+    t_intra, t_inter, spread = s.t_intra, s.t_inter, s.spread
     P = pending.shape[0]
     base = rows.at[BASE]
     size = compute.shape[0]
@@ -185,7 +201,7 @@ def step(s, rows, out):
         if s.parked[w]:
             batch[count] = w
             count += 1
-    parks, _, _ = _post(s, rows, batch, count, np.inf, -1)
+    parks, _, _ = _post(s, rows, out, batch, count, False, np.inf, -1)
     if parks:
         out.written[0] = written
         return _need_rows(s, rows)
@@ -245,35 +261,10 @@ def step(s, rows, out):
                 begin_[w] = max(pending[w], free[j])
                 end_[w] = free[j] = begin_[w] + cost[w]
             begin = stop
-        going = 0
-        for a in range(count):
-            w = batch[a]
-            t = pending[w]
-            pending[w] = np.inf
-            n = next_[w]
-            k = n - base
-            j = peer[w]
-            done = end_[w] if j >= 0 else t
-            done_[k, w] = returned(t, done, calls[k, w])
-            o_round[written] = n
-            o_initiator[written] = w
-            o_t_trigger[written] = begin_[w] if j >= 0 else t
-            o_t_done[written] = done
-            o_contributors[written] = 2 if j >= 0 else 1
-            o_group[written] = j
-            written += 1
-            next_[w] = n + 1
-            if n + 1 < iterations and done < budget:
-                t_start[w] = done_[k, w] + update
-                # back at the instant it was released, the worker posts in the next wave if it computes nothing
-                wave[w] = (wave[w] + 1 if done == t else 1) if update == 0.0 and done_[k, w] == done else 0
-                batch[going] = w
-                going += 1
-        o_kind[written - count : written] = 0
-        o_fresh[written - count : written] = 1
-        parks, horizon, least = _post(s, rows, batch, going, rest, first_left)
+        out.written[0] = written
+        parks, horizon, least = _post(s, rows, out, batch, count, True, rest, first_left)
+        written = out.written[0]
         if parks:
-            out.written[0] = written
             return _need_rows(s, rows)
     out.written[0] = written
     rows.stop[:] = next_  # each worker's rows: fewer once it stopped

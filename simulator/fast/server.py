@@ -70,51 +70,44 @@ def kernel(rules: ServerRules) -> Kernel:
 
 
 @njit(cache=True)
-def _advance(s, rows, workers, count, horizon, least):
+def _advance(s, rows, workers, count, served, horizon, least):
     """Each of ``workers[:count]`` computes from its next iteration on: local steps, released at their posts, up to its
-    next exchange iteration, whose push it sends; or to its last iteration. A worker that needs rows past the window
-    is parked there. Returns whether one is, and ``horizon`` and ``least`` with the pushes sent taken in; ``workers``
-    is scratch."""
+    next exchange iteration, whose push it sends; or to its last iteration. ``served``: the workers' pushes were just
+    served, and each first takes its reply (its rows are carried, it is released or stops there). A worker that needs
+    rows past the window is parked there. Returns whether one is, and ``horizon`` and ``least`` with the pushes sent
+    taken in; ``workers`` is scratch."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     next_, t_start, parked, version, arrival, wave, bound, batch_of, released, first = (
-        s.next,
-        s.t_start,
-        s.parked,
-        s.version,
-        s.arrival,
-        s.wave,
-        s.bound,
-        s.batch_of,
-        s.released,
-        s.first,
-    )
-    compute, calls, factors, start, post, done, version_ = (
-        rows.compute,
-        rows.calls,
-        rows.factors,
-        rows.start,
-        rows.post,
-        rows.done,
-        rows.version,
-    )
-    iterations, stride, t_push, t_service, update, spread = (
-        s.iterations,
-        s.stride,
-        s.t_push,
-        s.t_service,
-        s.update,
-        s.spread,
-    )
+        s.next, s.t_start, s.parked, s.version, s.arrival, s.wave, s.bound, s.batch_of, s.released, s.first
+    )  # fmt: skip
+    compute, calls, factors, start, post, done, version_, round_, fresh = (
+        rows.compute, rows.calls, rows.factors, rows.start, rows.post, rows.done, rows.version, rows.round, rows.fresh
+    )  # fmt: skip
+    iterations, stride, t_push, t_service, update, spread, budget = (
+        s.iterations, s.stride, s.t_push, s.t_service, s.update, s.spread, s.budget
+    )  # fmt: skip
     base = rows.at[BASE]
     size = post.shape[0]
     parks = False
-    for a in range(count):
-        parked[workers[a]] = False
     while count:  # one row of every worker still stepping at a time, for locality; workers[:count] are those
         going = 0
         for a in range(count):
             w = workers[a]
             n = next_[w]
+            if served:  # its reply: the rows since its last one are carried by its update, it returns
+                k = n - 1 - base
+                for j in range(first[w] - base, k + 1):
+                    round_[j, w] = version[w] - 1
+                    fresh[j, w] = True
+                done[k, w] = returned(post[k, w], released[w], calls[k, w])
+                arrival[w] = np.inf
+                first[w] = n
+                if n == iterations or released[w] >= budget:
+                    rows.stop[w] = n
+                    next_[w] = first[w] = iterations  # it stopped: no row of it changes any more
+                    continue
+                t_start[w] = done[k, w] + update
+            parked[w] = False
             if n == iterations:  # its last local steps: no exchange carries them
                 first[w] = n
                 continue
@@ -144,6 +137,7 @@ def _advance(s, rows, workers, count, horizon, least):
             workers[going] = w
             going += 1
         count = going
+        served = False
     return parks, horizon, least
 
 
@@ -160,21 +154,12 @@ def step(s, rows, out):
     arrives at the instant of that release (0 otherwise). A worker stops after its last iteration or at its first
     reply at or after the time budget."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    arrival, wave, bound, parked, next_, first, t_start, version, released, batch_of, batch, order = (
-        s.arrival, s.wave, s.bound, s.parked, s.next, s.first, s.t_start, s.version, s.released, s.batch_of, s.batch,
-        s.sorted,
+    arrival, wave, bound, parked, next_, first, version, released, batch_of, batch, order = (
+        s.arrival, s.wave, s.bound, s.parked, s.next, s.first, s.version, s.released, s.batch_of, s.batch, s.sorted
     )  # fmt: skip
-    compute, calls, factors, post, done = rows.compute, rows.calls, rows.factors, rows.post, rows.done
-    round_, fresh = rows.round, rows.fresh
+    compute, factors, post = rows.compute, rows.factors, rows.post
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
-    iterations, t_push, t_service, update, budget, spread = (
-        s.iterations,
-        s.t_push,
-        s.t_service,
-        s.update,
-        s.budget,
-        s.spread,
-    )
+    t_push, t_service, spread = s.t_push, s.t_service, s.spread
     P = arrival.shape[0]
     base = rows.at[BASE]
     size = compute.shape[0]
@@ -184,7 +169,7 @@ def step(s, rows, out):
         if parked[w]:
             batch[count] = w
             count += 1
-    parks, _, _ = _advance(s, rows, batch, count, np.inf, -1)
+    parks, _, _ = _advance(s, rows, batch, count, False, np.inf, -1)
     horizon, least = np.inf, -1
     for w in range(P):
         if arrival[w] < np.inf:
@@ -231,24 +216,7 @@ def step(s, rows, out):
         o_group[written - count : written] = -1
         s.free[0] = free
         s.at[UPDATES] = updates
-        going = 0
-        for a in range(count):  # each worker's rows, in worker order
-            w = batch[a]
-            k = next_[w] - 1 - base
-            for j in range(first[w] - base, k + 1):  # its local steps and its push: carried by its update
-                round_[j, w] = version[w] - 1
-                fresh[j, w] = True
-            done[k, w] = returned(post[k, w], released[w], calls[k, w])
-            arrival[w] = np.inf
-            first[w] = next_[w]
-            if next_[w] < iterations and released[w] < budget:
-                t_start[w] = done[k, w] + update
-                batch[going] = w
-                going += 1
-            else:
-                rows.stop[w] = next_[w]
-                next_[w] = first[w] = iterations  # it stopped: no row of it changes any more
-        parks, horizon, least = _advance(s, rows, batch, going, rest, first_left)
+        parks, horizon, least = _advance(s, rows, batch, count, True, rest, first_left)
     out.written[0] = written
     if parks:
         rows.at[FINAL] = first.min()
