@@ -32,9 +32,13 @@ class State(NamedTuple):
     free: np.ndarray  # when its communication thread is next free
     peer: np.ndarray  # the peer of its pending post
     node: np.ndarray  # its node
-    batch: np.ndarray  # scratch: the batch in worker order, in peer order (P each), where each peer's requests end
+    batch: np.ndarray  # scratch: the batch in worker order, and one peer's requests in order
     order: np.ndarray
-    first: np.ndarray
+    head: np.ndarray  # each peer's list of requests in the batch (its first, each one's next), stamped by batch
+    after: np.ndarray
+    listed: np.ndarray
+    served: np.ndarray  # the batch whose requests to each peer were last taken
+    stamp: np.ndarray  # int64[1]: the batches so far
     cost: np.ndarray  # scratch: each worker's exchange time, start and end
     begin: np.ndarray
     end: np.ndarray
@@ -58,8 +62,9 @@ def kernel(rules: AdPsgdRules) -> Kernel:
         np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
         np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64),
         np.arange(P, dtype=np.int64) // rules.per_node,
-        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P + 2, dtype=np.int64),
-        np.zeros(P), np.zeros(P), np.zeros(P),
+        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+        np.zeros(1, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P),
         *rules.draws(),
         float(rules.link[False]), float(rules.link[True]), spread, float(rules.update), float(rules.budget),
         int(rules.N),
@@ -184,11 +189,14 @@ def step(s, rows, out):
     meet only at a common peer's thread, so the batch is taken peer by peer, each peer's requests in (time, wave,
     worker) order, which gives the reference engine's times exactly; only the times of the exchanges need that order,
     and everything else (the rows, the next posts) is done in worker order, where the window's rows are read and
-    written one after the other. A scan and a counting sort per batch instead of a heap operation per post; the next
-    batch's horizon and least post are gathered on the way, from the posts left out and the posts made."""
+    written one after the other. The scan that takes the batch puts each request on its peer's list (lists stamped
+    with the batch, so none is cleared), and each peer's few requests are ordered when its first requester comes: a
+    scan per batch instead of a heap operation per post. The next batch's horizon and least post are gathered on
+    the way, from the posts left out and the posts made."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     pending, wave, bound, next_, free, peer, node = s.pending, s.wave, s.bound, s.next, s.free, s.peer, s.node
-    batch, order, first_, cost, begin_, end_ = s.batch, s.order, s.first, s.cost, s.begin, s.end
+    batch, order, cost, begin_, end_ = s.batch, s.order, s.cost, s.begin, s.end
+    head, after, listed, served, stamp = s.head, s.after, s.listed, s.served, s.stamp
     compute, factors = rows.compute, rows.factors
     o_round = out.round
     t_intra, t_inter, spread = s.t_intra, s.t_inter, s.spread
@@ -217,50 +225,46 @@ def step(s, rows, out):
             return OUT_FULL
         count = 0
         rest, first_left = np.inf, -1  # the next batch's horizon and least post, over the posts left out
-        first_[:] = 0  # counting sort of the batch by peer (no peer: P), stable in worker order
+        stamp[0] += 1  # this batch's: a peer's list of requests holds this batch's only while its stamp is this
+        now = stamp[0]
         for w in range(P):
             t = pending[w]
             if t < horizon or w == least:
                 j = peer[w]
                 batch[count] = w
                 count += 1
-                if j >= 0:
-                    first_[j + 1] += 1
+                if j >= 0:  # onto peer j's list of requests
+                    if listed[j] != now:
+                        listed[j], head[j] = now, -1
+                    after[w], head[j] = head[j], w
                     cost[w] = (t_intra if node[w] == node[j] else t_inter) * (
                         factors[next_[w] - base, w] if spread else 1.0
                     )
-                else:
-                    first_[P + 1] += 1
             elif t < np.inf:
                 rest = min(rest, bound[w] + (compute[next_[w] - base + 1, w] if next_[w] - base + 1 < size else 0.0))
                 if earlier(pending[w], wave[w], w, pending[first_left], wave[first_left], first_left):
                     first_left = w
-        for j in range(P + 1):
-            first_[j + 1] += first_[j]
-        for a in range(count):
-            w = batch[a]
-            j = peer[w]
-            group = j if j >= 0 else P
-            order[first_[group]] = w
-            first_[group] += 1
-        begin = 0
-        for j in range(P):  # the exchanges, peer by peer, each peer's requests in order (those without a peer: none)
-            stop = first_[j]
-            for a in range(begin + 1, stop):  # its neighbours' at most: by insertion
-                w = order[a]
-                b = a
-                while b > begin and (
-                    pending[order[b - 1]] > pending[w]
-                    or (pending[order[b - 1]] == pending[w] and wave[order[b - 1]] > wave[w])
+        for a in range(count):  # the exchanges: each peer's requests in order when its first requester comes
+            j = peer[batch[a]]
+            if j < 0 or served[j] == now:
+                continue
+            served[j] = now
+            m = 0  # its requests (its neighbours' at most) into order[:m], by insertion
+            v = head[j]
+            while v >= 0:
+                b = m
+                while b > 0 and earlier(
+                    pending[v], wave[v], v, pending[order[b - 1]], wave[order[b - 1]], order[b - 1]
                 ):
                     order[b] = order[b - 1]
                     b -= 1
-                order[b] = w
-            for a in range(begin, stop):
-                w = order[a]
+                order[b] = v
+                m += 1
+                v = after[v]
+            for b in range(m):
+                w = order[b]
                 begin_[w] = max(pending[w], free[j])
                 end_[w] = free[j] = begin_[w] + cost[w]
-            begin = stop
         out.written[0] = written
         parks, horizon, least = _post(s, rows, out, batch, count, True, rest, first_left)
         written = out.written[0]
