@@ -46,8 +46,9 @@ class State(NamedTuple):
     scratch: np.ndarray
     at: np.ndarray  # int64: UPDATES
     free: np.ndarray  # float[1]: when the server has served every push so far
-    t_push: float
-    t_service: float
+    t_push: float  # a push's way to the server
+    t_service: float  # its service there
+    t_reply: float  # the reply's way back
     spread: bool  # whether pushes vary by the window's factors (else every factor is 1)
     stride: int
     update: float
@@ -63,7 +64,7 @@ def kernel(rules: ServerRules) -> Kernel:
         np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64),
         np.full(P, -np.inf), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
         np.zeros(P + 2, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1),
-        float(rules.t_push), float(rules.t_service), not rules.variation.exact, int(rules.stride),
+        float(rules.t_push), float(rules.t_service), float(rules.t_reply), not rules.variation.exact, int(rules.stride),
         float(rules.update), float(rules.budget), int(rules.N),
     )  # fmt: skip
     return Kernel(step, state, ("push",), None if rules.variation.exact else rules.factors)
@@ -83,8 +84,8 @@ def _advance(s, rows, workers, count, served, horizon, least):
     compute, calls, factors, start, post, done, version_, round_, fresh = (
         rows.compute, rows.calls, rows.factors, rows.start, rows.post, rows.done, rows.version, rows.round, rows.fresh
     )  # fmt: skip
-    iterations, stride, t_push, t_service, update, spread, budget = (
-        s.iterations, s.stride, s.t_push, s.t_service, s.update, s.spread, s.budget
+    iterations, stride, t_push, t_service, t_reply, update, spread, budget = (
+        s.iterations, s.stride, s.t_push, s.t_service, s.t_reply, s.update, s.spread, s.budget
     )  # fmt: skip
     base = rows.at[BASE]
     size = post.shape[0]
@@ -126,8 +127,9 @@ def _advance(s, rows, workers, count, served, horizon, least):
                 arrival[w] = a_w = p + t_push * f
                 # a push at the instant of the worker's release comes after the completions that released it
                 wave[w] = batch_of[w] if a_w == released[w] else 0
-                # its next push: after this one's service and reply, the update and a compute
-                bound[w] = a_w + (t_service + t_push) * f + update if n < iterations else np.inf
+                # its next push: after this one's service and reply, the update and a compute (added as the server
+                # adds them, so rounding keeps the bound at or below the reply however the server's queue stands)
+                bound[w] = a_w + t_service * f + t_reply * f + update if n < iterations else np.inf
                 horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
                 if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
                     least = w
@@ -159,7 +161,7 @@ def step(s, rows, out):
     )  # fmt: skip
     compute, factors, post = rows.compute, rows.factors, rows.post
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
-    t_push, t_service, spread = s.t_push, s.t_service, s.spread
+    t_service, t_reply, spread = s.t_service, s.t_reply, s.spread
     P = arrival.shape[0]
     base = rows.at[BASE]
     size = compute.shape[0]
@@ -199,7 +201,7 @@ def step(s, rows, out):
             k = next_[w] - 1 - base
             f = factors[k, w] if spread else 1.0
             free = max(arrival[w], free) + t_service * f
-            reply = free + t_push * f
+            reply = free + t_reply * f
             o_round[written] = updates
             o_initiator[written] = w
             o_trigger[written] = post[k, w]
