@@ -18,6 +18,7 @@ from stragglerlab.analysis.metrics import (
     wait_fraction,
 )
 from stragglerlab.analysis.runfolder import SCHEMAS, load_run
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.provenance import meta
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
@@ -134,7 +135,7 @@ BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps"}
 def test_every_algorithm_says_when_it_applies_a_gradient(algorithm):
     """docs/semantics.md, *Applied gradients*: model averaging, gossip and local steps step the worker's own
     replica with its gradient (``release``); gradient averaging and the parameter server apply it by rounds."""
-    assert meta(scenario(**{"algorithm.name": algorithm}), "sim")["applied"] == (
+    assert meta(plan(scenario(**{"algorithm.name": algorithm})), "sim")["applied"] == (
         "round" if algorithm in BY_ROUND else "release"
     )
 
