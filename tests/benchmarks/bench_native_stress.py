@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from stragglerlab.realrun.build import SOURCE_DIR, build, find_mpicc
-from stragglerlab.realrun.commands.run import mpiexec
+from stragglerlab.realrun.mpiexec import mpiexec
 
 
 def program() -> Path:
