@@ -5,11 +5,12 @@ Each worker has at most one push on its way to or in the server: it computes its
 iteration, pushes, and waits for the reply. The pushes are served in arrival order, ties as the reference engine
 has them (:func:`step`), which is a merge of the workers' streams of arrivals. The step takes them a batch at a time:
 every arrival earlier than the *horizon*, the earliest instant a push served now could make its worker's next push
-arrive (its arrival + its service and reply + the update + its next compute: the push's *bound*), and the least
-arrival in any case. Nothing arrives inside the batch's span but the batch, so the batch is sorted
-(:func:`~.order.sort_batch`) and served in that order, then every worker of the batch computes on to its next push.
-The next batch's horizon and least arrival are gathered on the way: from the pushes left out of this batch and from
-the pushes its workers send next.
+arrive (its arrival, or when the server has served the pushes before it if that is later, + its service and reply +
+the update + its next compute: the push's *bound*), and the least arrival in any case. Nothing arrives inside the
+batch's span but the batch, so the batch is sorted (:func:`~.order.sort_batch`) and served in that order, then every
+worker of the batch computes on to its next push. The next batch's horizon and least arrival are gathered on the way:
+from the pushes left out of this batch and from the pushes its workers send next. When the server is the bottleneck,
+its queue so makes the batches long (a push's bound is past the queue's end).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def _advance(s, rows, workers, count, served, horizon, least):
     )  # fmt: skip
     base = rows.at[BASE]
     size = post.shape[0]
+    free = s.free[0]  # no push is served before the server has served those before it
     parks = False
     while count:  # one row of every worker still stepping at a time, for locality; workers[:count] are those
         going = 0
@@ -127,9 +129,9 @@ def _advance(s, rows, workers, count, served, horizon, least):
                 arrival[w] = a_w = p + t_push * f
                 # a push at the instant of the worker's release comes after the completions that released it
                 wave[w] = batch_of[w] if a_w == released[w] else 0
-                # its next push: after this one's service and reply, the update and a compute (added as the server
-                # adds them, so rounding keeps the bound at or below the reply however the server's queue stands)
-                bound[w] = a_w + t_service * f + t_reply * f + update if n < iterations else np.inf
+                # its next push: after this one's service, not before the server is free, its reply, the update
+                # and a compute (added as the server adds them, so rounding keeps the bound at or below the reply)
+                bound[w] = max(a_w, free) + t_service * f + t_reply * f + update if n < iterations else np.inf
                 horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
                 if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
                     least = w
