@@ -57,6 +57,11 @@ def scenarios(draw):
         "network.beta": draw(st.sampled_from([0.0, 1e-10, 1e-8])),
         "network.allreduce": draw(st.sampled_from(["ring", "recursive-doubling", "rabenseifner", "tree", "auto"])),
         "network.overhead": draw(st.sampled_from([0.0, 1e-5, 0.01])),
+        # the network model's other prices: the reduction's, each message's overhead, a shared fabric, a node's links
+        "network.gamma": draw(st.sampled_from([0.0, 1e-10])),
+        "network.message_overhead": draw(st.sampled_from([0.0, 1e-6])),
+        "network.fabric_beta": draw(st.sampled_from([0.0, 1e-11])),
+        "network.intra_beta": draw(st.sampled_from([1e-11, 1e-10, 1e-9])),
         "workload.params": draw(st.integers(1, 10**7)),
         "workload.update": draw(st.sampled_from([0.0, 1e-3, 0.05])),
         "workload.buckets": draw(st.integers(1, 6)),
