@@ -28,6 +28,7 @@ FIGURES = {
         "baselines-gossip-speedup.png",
         "baselines-lsgd-curves.png",
     ],
+    "papers": ["papers-sensitivity.png", "papers-wagma.png"],
 }
 
 
