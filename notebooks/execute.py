@@ -173,7 +173,8 @@ SKIPPED = re.compile(r"`[^`]*`|\]\([^)]*\)")
 ANY_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?")
 
 
-def _values(text: str) -> set[float]:
+def numbers(text: str) -> set[float]:
+    """Every number written in ``text`` (absolute values, thousands commas read)."""
     values = set()
     for token in ANY_NUMBER.findall(text):
         with contextlib.suppress(ValueError):
@@ -181,36 +182,44 @@ def _values(text: str) -> set[float]:
     return values
 
 
-def unsourced(notebook: Path) -> list[str]:
-    """The numbers ``notebook``'s markdown states that none of its code cells printed or set, each as
-    ``"number (in: context)"``. A number of k decimals matches a printed one that rounds to it at k decimals; a
-    percentage also matches a printed fraction; an integer of 1990-2030 is read as a year."""
-    cells = json.loads(notebook.read_text())["cells"]
+def printed(notebook: Path) -> set[float]:
+    """Every number ``notebook``'s code cells set or printed (absolute values)."""
     sourced: set[float] = set()
-    for cell in cells:
+    for cell in json.loads(notebook.read_text())["cells"]:
         if cell["cell_type"] == "code":
-            sourced |= _values("".join(cell["source"]))
+            sourced |= numbers("".join(cell["source"]))
             for output in cell["outputs"]:
                 text = output.get("text") or output.get("data", {}).get("text/plain", [])
-                sourced |= _values("".join(text))
+                sourced |= numbers("".join(text))
+    return sourced
+
+
+def unstated(prose: str, sourced: set[float]) -> list[str]:
+    """The numbers markdown ``prose`` states that are not in ``sourced``, each as ``"number (in: context)"``. A number
+    of k decimals matches a sourced one that rounds to it at k decimals; a percentage also matches a fraction; an
+    integer of 1990-2030 is read as a year."""
+    prose = SKIPPED.sub(" ", prose)
     missing = []
-    for cell in cells:
-        if cell["cell_type"] != "markdown":
+    for match in NUMBER.finditer(prose):
+        whole, decimals = match.group(1).replace(",", ""), match.group(2) or ""
+        stated = float(whole + decimals)
+        if not decimals and 1990 <= stated <= 2030:
             continue
-        prose = SKIPPED.sub(" ", "".join(cell["source"]))
-        for match in NUMBER.finditer(prose):
-            whole, decimals = match.group(1).replace(",", ""), match.group(2) or ""
-            stated = float(whole + decimals)
-            if not decimals and 1990 <= stated <= 2030:
-                continue
-            places = len(decimals) - 1 if decimals else 0
-            candidates = [(stated, places)]
-            if prose[match.end() : match.end() + 2].lstrip().startswith("%"):
-                candidates.append((stated / 100, places + 2))
-            if not any(abs(round(v, p) - c) < 1e-9 * max(1.0, c) for v in sourced for c, p in candidates):
-                start = max(match.start() - 30, 0)
-                missing.append(f"{match.group(0)} (in: ...{prose[start : match.end() + 10].strip()}...)")
+        places = len(decimals) - 1 if decimals else 0
+        candidates = [(stated, places)]
+        if prose[match.end() : match.end() + 2].lstrip().startswith("%"):
+            candidates.append((stated / 100, places + 2))
+        if not any(abs(round(v, p) - c) < 1e-9 * max(1.0, c) for v in sourced for c, p in candidates):
+            start = max(match.start() - 30, 0)
+            missing.append(f"{match.group(0)} (in: ...{prose[start : match.end() + 10].strip()}...)")
     return missing
+
+
+def unsourced(notebook: Path) -> list[str]:
+    """The numbers ``notebook``'s markdown states that none of its code cells printed or set (``unstated``)."""
+    sourced = printed(notebook)
+    cells = json.loads(notebook.read_text())["cells"]
+    return [n for cell in cells if cell["cell_type"] == "markdown" for n in unstated("".join(cell["source"]), sourced)]
 
 
 def main(argv: list[str] | None = None) -> int:
