@@ -122,18 +122,18 @@ def apply(
     opt: Optimizer,
     note: Observer,
 ) -> Iterator[int]:
-    """Group (or global) average of the deposits read at each exchange start, then each worker's own step.
+    """Group (or global) average of the deposits read at each exchange, then each worker's own step.
 
-    Round m reads, for each worker j, its latest deposit posted by the exchange start x(m) (t_trigger + T_act;
-    t_trigger for the periodic global average); a deposit is the model the worker computed its gradient on, and
-    before its first post a worker's deposit is the initial model (which is what it deposits first). A group round
-    applies w ← (Σ_group deposits + w)/(|group| + 1), a global one w ← mean of all deposits (every worker is fresh
-    there, as the released code's Σ_all W_j / P); then each worker steps with its own gradient. Every worker has a
-    call in every round: the time budget ends the run at a global average, which every worker's call m is in.
+    A deposit is the model a worker computed its gradient on; the ``round`` of its row is the first round that read
+    it (−1: replaced unread, or never read), so round m reads each worker's latest deposit whose round is in
+    [0, m], and before that the initial model (which is what every worker deposits first). Reading the tables, not
+    the times, replays a real run's rounds as its core ran them. A group round applies
+    w ← (Σ_group deposits + w)/(|group| + 1), a global one w ← mean of all deposits (every worker is fresh there, as
+    the released code's Σ_all W_j / P); then each worker steps with its own gradient. Every worker has a call in
+    every round: the time budget ends the run at a global average, which every worker's call m is in.
     """
     P, S = rules.P, rules.group_size
-    t_post, target = matrix(it, "t_post", P, np.inf), matrix(it, "round", P, -1)
-    N = t_post.shape[1]
+    target = matrix(it, "round", P, -1)
     groups = []  # per phase: ranks ordered by group, where each group starts in that order, group of each rank
     for s in range(rules.phases):
         members = phase_groups(s, P, S)
@@ -143,26 +143,22 @@ def apply(
         sizes = np.array([len(g) for g in members])
         groups.append((np.concatenate(members), np.cumsum(sizes) - sizes, gid, sizes.astype(np.float64)))
     ranks = np.arange(P)
-    deposit, read = W.copy(), np.zeros(P, dtype=np.int64)  # the deposit each worker last contributed, and its call
+    workers, calls = np.nonzero(target >= 0)
+    first = np.argsort(target[workers, calls], kind="stable")  # deposits in the order rounds first read them
+    workers, calls, read_by = workers[first], calls[first], target[workers, calls][first]
+    deposit = W.copy()  # the deposit each worker's group reads
     saved: dict[tuple[int, int], np.ndarray] = {}
-    group_of, t_trigger = rounds["group"].to_numpy(), rounds["t_trigger"].to_numpy()
+    group_of = rounds["group"].to_numpy()
+    at = 0
     for m in range(len(rounds)):
         G, _ = workload.gradient(W, workload.batches(ranks, np.full(P, m)))
-        kept = np.flatnonzero(target[:, m] >= 0) if m else ranks[:0]  # deposit 0 is the initial model
+        kept = np.flatnonzero(target[:, m] >= 0) if m < target.shape[1] else ranks[:0]
         for j, row in zip(kept, W[kept], strict=True):  # W[kept] is a copy
             saved[(int(j), m)] = row
+        while at < len(read_by) and read_by[at] == m:
+            deposit[workers[at]] = saved.pop((int(workers[at]), int(calls[at])))
+            at += 1
         group = int(group_of[m])
-        x = float(t_trigger[m]) + (0.0 if group < 0 else rules.t_act)
-        latest = read.copy()
-        while True:  # each worker's latest deposit posted by x (monotone in m: advance a pointer)
-            ahead = np.minimum(latest + 1, min(m, N - 1))
-            move = (ahead > latest) & (t_post[ranks, ahead] <= x)
-            if not move.any():
-                break
-            latest[move] = ahead[move]
-        for j in np.flatnonzero(latest != read):
-            deposit[j] = saved.pop((int(j), int(latest[j])))
-        read = latest
         if group < 0:
             W[:] = deposit.mean(axis=0)
         else:
