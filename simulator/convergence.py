@@ -20,7 +20,7 @@ products of a replay spend far longer waiting for each other than computing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,14 +61,17 @@ class Schedule:
 
 
 class Evaluations:
-    """Decides when to evaluate and produces the ``evals`` rows (t, iteration, worker, loss, accuracy)."""
+    """Decides when to evaluate and produces the ``evals`` rows (t, iteration, worker, loss, accuracy). ``points``:
+    evaluate after the first round that reaches each of these iteration counts instead of by ``evals.every_*`` (a
+    replay of a real run evaluates where the run did)."""
 
-    def __init__(self, scenario: Scenario, workload, central: bool = False):
+    def __init__(self, scenario: Scenario, workload, central: bool = False, points: Sequence[int] | None = None):
         e = scenario.evals
         self.workload, self.replicas = workload, e.replicas
         self.central = central  # the matrix's last row is the central model, not a replica
         self.every_s, self.every_it = e.every_seconds, e.every_iterations
         self.next_s, self.next_it = e.every_seconds, e.every_iterations
+        self.points = None if points is None else sorted(set(points))
         self.last: tuple[float, int] | None = None  # (t, iteration) of the last evaluation, if no round came since
 
     def rows(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
@@ -76,11 +79,16 @@ class Evaluations:
         averaged = W[-1] if self.central else W.mean(axis=0)
         out = [(t, iteration, -1, *self.workload.evaluate(averaged))]
         if self.replicas:
-            out += [(t, iteration, j, *self.workload.evaluate(W[j])) for j in range(len(W) - self.central)]
+            out += [(t, iteration, j, *self.workload.evaluate(W[j], j)) for j in range(len(W) - self.central)]
         return out
 
     def after_round(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
-        due = (self.every_it and iteration >= self.next_it) or (self.every_s and t >= self.next_s)
+        if self.points is not None:
+            due = bool(self.points) and iteration >= self.points[0]
+            while self.points and self.points[0] <= iteration:
+                self.points.pop(0)
+        else:
+            due = (self.every_it and iteration >= self.next_it) or (self.every_s and t >= self.next_s)
         if not due:
             self.last = None  # the model has changed since the last evaluation
             return []
@@ -103,23 +111,26 @@ def replay(
     rounds: pd.DataFrame,
     observe: Observer | None = None,
     central: bool = False,
+    points: Sequence[int] | None = None,
 ) -> Iterator[tuple]:
     """Train ``workload`` along the schedule in the (finished) ``iterations`` and ``rounds`` tables with the
     algorithm's ``apply`` and ``rules``; yields the ``evals`` rows as they are computed. ``central``: the algorithm
     keeps a central model (a parameter server's), row P of the replicas' matrix, which starts as every replica does
-    and is what the averaged model's evaluations (worker −1) evaluate."""
+    and is what the averaged model's evaluations (worker −1) evaluate. ``points``: the iteration counts to evaluate
+    at (:class:`Evaluations`), instead of the scenario's schedule."""
     it = iterations.sort_values(["worker", "iteration"], kind="stable").reset_index(drop=True)
     rounds = rounds.sort_values(SORT_KEYS["rounds"], kind="stable").reset_index(drop=True)
     P = scenario.workers
     W = np.tile(workload.initial().astype(np.float64), (P + central, 1))
-    evals = Evaluations(scenario, workload, central)
+    evals = Evaluations(scenario, workload, central, points)
     carried = it[it["round"] >= 0]
     reached = rounds["round"].map(carried.groupby("round")["iteration"].max() + 1).fillna(0).astype(np.int64)
     note = observe or (lambda event, m, value: None)
     t_done, reached = rounds["t_done"].to_numpy(), reached.to_numpy()
     with threadpool_limits(limits=1, user_api="blas"):
         yield from evals.rows(0.0, 0, W)
-        for m in apply(rules, workload, it, rounds, W, Optimizer(scenario, W.shape), note):
+        for step in apply(rules, workload, it, rounds, W, Optimizer(scenario, W.shape), note):
+            m, replicas = step if isinstance(step, tuple) else (step, W)
             note("round", m, W)
-            yield from evals.after_round(float(t_done[m]), int(reached[m]), W)
+            yield from evals.after_round(float(t_done[m]), int(reached[m]), replicas)
         yield from evals.final(float(it["t_done"].max()), int(row_counts(it, P).max(initial=0)), W)

@@ -57,7 +57,8 @@ class Optimizer:
 
 class Apply(Protocol):
     """An algorithm's apply: replays its rounds in order on the replicas ``W`` (P × d, a row more for a central
-    model) and yields each round's index (its row in ``rounds``) after applying it."""
+    model) and yields each round's index (its row in ``rounds``) after applying it, or (that index, the replicas an
+    evaluation then averages) where those are not ``W``'s current rows (ad-psgd's workers drift apart)."""
 
     def __call__(
         self,
@@ -68,7 +69,7 @@ class Apply(Protocol):
         W: np.ndarray,
         opt: Optimizer,
         note: Observer,
-    ) -> Iterator[int]: ...
+    ) -> Iterator[int | tuple[int, np.ndarray]]: ...
 
 
 def row_counts(it: pd.DataFrame, P: int) -> np.ndarray:

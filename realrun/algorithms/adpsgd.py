@@ -4,14 +4,16 @@ Every rank runs a :class:`PeerThread` on its own duplicated communicator: it tak
 send it one at a time, in the order they arrive (MPI matches a receive from any source in arrival order), and the
 rank's own computation goes on meanwhile. After its gradient of iteration n, a rank sends its model to the neighbour
 the simulator's rules draw (:meth:`~stragglerlab.simulator.algorithms.adpsgd.AdPsgdRules.peer`) and waits for the
-reply; the peer's thread, when it takes the request (the exchange's start), averages: both models become
-(w_i + w_j)/2. The initiator then applies its gradient step.
+reply; the peer's thread, when it takes the request (the exchange's start), moves its own model halfway toward the
+one sent and replies with their average. The initiator then takes that average and applies its gradient step.
 
 The thread never touches the replica, which the computation is using: it adds what each exchange it serves changes
-to a *pending* vector (under a lock), and the rank folds the pending changes into its model before each gradient and
-at its own exchange. So a rank's gradient is taken on its model as it was when the iteration began, and the model it
-steps holds every exchange served until then, as the simulator replays it. The initiator adds (average − what it
-sent), which keeps what its own thread served while it waited.
+to a *held* vector (under a lock), and the rank folds it into its model when its own exchange completes. So a rank's
+gradient of iteration n, and the model it sends, are its model as its own step n − 1 left it; the model it steps
+after its exchange is the average it got back plus what its thread served meanwhile. Both ends of an exchange move
+halfway toward each other, and the sum of the models moves by the steps alone, as the simulator replays it. The
+start of a serve and a rank's release (``t_done``) are read under that lock, on the rank's one clock, so the tables
+say which of the peer's iterations each serve came after: what the replay needs to find the peer's model.
 
 A rank's last iteration (its N-th, or with a time budget (``duration``) its first exchange that completes at or
 after the budget on the run's clock, as the simulator's workers stop) ends once every rank has ended its own: its
@@ -57,12 +59,12 @@ class PeerThread:
             receive(ex.requests, self.inbox, status)
             if status.Get_tag() == STOP:
                 return
-            start = ex.clock.now()
             theirs = self.inbox[_META:].view(np.float32).astype(np.float64)
             with ex.lock:
-                mine = ex.current + ex.pending
+                start = ex.clock.now()
+                mine = ex.current + ex.held
                 average = (theirs + mine) / 2
-                ex.pending += average - mine
+                ex.held += average - mine
             self.reply[:_META].view(np.float64)[:] = (start, 0.0)
             self.reply[_META:].view(np.float32)[:] = average
             ex.replies.Send(self.reply, dest=status.Get_source(), tag=REPLY)
@@ -76,7 +78,7 @@ class AdPsgdExchange(PerRankRounds):
         self.requests, self.replies = comm.Dup(), comm.Dup()
         self.lock = threading.Lock()
         self.current = self.replica.host(self.replica.params()).astype(np.float64)  # the model as last loaded
-        self.pending = np.zeros(self.d)  # what exchanges served since then changed
+        self.held = np.zeros(self.d)  # what exchanges served since then changed
         self.out, self.answer = _message(self.d), _message(self.d)
         self.peer = PeerThread(self)
         self.peer.thread.start()
@@ -86,33 +88,26 @@ class AdPsgdExchange(PerRankRounds):
         return True
 
     def _fold(self) -> None:
-        """The pending changes into the replica (holding the lock)."""
-        if self.pending.any():
-            self.current += self.pending
-            self.pending[:] = 0.0
+        """What the thread has served into the replica (holding the lock)."""
+        if self.held.any():
+            self.current += self.held
+            self.held[:] = 0.0
             self.replica.load(self.current)
-
-    def compute(self, n, injection, t_start):
-        with self.lock:
-            self._fold()
-        return super().compute(n, injection, t_start)
 
     def iteration(self, n, g, loss, t_start, t_post):
         rank = self.rank
         j = self.rules.peer(rank, n)
         start = t_post
         if j >= 0:
-            with self.lock:
-                sent = self.current + self.pending
             self.out[:_META].view(np.float64)[:] = (t_post, n)
-            self.out[_META:].view(np.float32)[:] = sent
+            self.out[_META:].view(np.float32)[:] = self.current
             self.requests.Send(self.out, dest=j, tag=REQUEST)
             self.replies.Recv(self.answer, source=j, tag=REPLY)
             start = float(self.answer[:_META].view(np.float64)[0])
-        t_done = self.clock.now()
         with self.lock:
+            t_done = self.clock.now()
             if j >= 0:
-                self.pending += self.answer[_META:].view(np.float32) - sent
+                self.held += self.answer[_META:].view(np.float32) - self.current
             self._fold()
             self.replica.step(g)
             self.current = self.replica.host(self.replica.params()).astype(np.float64)

@@ -22,6 +22,7 @@ commute at a time.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -124,40 +125,99 @@ def apply(
     W: np.ndarray,
     opt: Optimizer,
     note: Observer,
-) -> Iterator[int]:
-    """The exchanges in the order they start (ties: by request time, initiator, iteration); before each, the
-    gradients of every iteration begun strictly earlier are taken on the models as they are then, and the
-    initiator's own gradient of this iteration in any case (an exchange at the very instant an iteration starts
-    comes first, unless it is that iteration's own). Each exchange averages the pair, then steps the initiator."""
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Each worker's iterations, and the exchanges its thread serves, in the order its own clock puts them.
+
+    Worker i's gradient of iteration n, and the model it sends, are its model as its own step n − 1 left it (``W[i]``);
+    what its thread serves meanwhile is held aside (``held[i]``). Exchange (i, n) with peer j, served at ``t_trigger``
+    (on j's clock, the clock of j's ``t_done``): j holds ``W[j] + held[j]`` and moves halfway toward what i sent,
+    ``held[j] += (W[i] − (W[j] + held[j]))/2``, and answers with the average; at its release i takes the average plus
+    what it held, and steps. Both move halfway toward each other, so the sum of the models moves by the steps alone.
+    A serve comes after every iteration of j released at or before it (its *version*: j's iterations then). The
+    serves of one peer go in the order they started (ties: request time, initiator, iteration); a worker's release
+    waits for its own exchange's serve, and for every serve of its thread that came before it.
+
+    Yields after iteration n of the last worker to complete it, with the replicas each as its own step n left it
+    (what an evaluation after iteration n averages), a worker's last iteration as its final model: the replicas end
+    holding everything their threads served, as a real run's ranks do once every rank has ended.
+    """
     P = rules.P
     counts = row_counts(it, P)  # a worker stopped by the time budget begins no iteration after its rows
     t_post, t_done = matrix(it, "t_post", P, np.inf), matrix(it, "t_done", P, np.inf)
-    N = t_done.shape[1]
-    t_start = np.zeros((P, N))
-    t_start[:, 1:] = t_done[:, :-1] + rules.update
     worker, n_of = rounds["initiator"].to_numpy(), rounds["round"].to_numpy()
     start, j_of = rounds["t_trigger"].to_numpy(), rounds["group"].to_numpy()
-    order = np.lexsort((n_of, worker, t_post[worker, n_of], start))
-    begun = np.zeros(P, dtype=np.int64)  # each worker's next iteration whose gradient is still to take
-    G = np.zeros_like(W)
+    version = np.zeros(len(rounds), dtype=np.int64)
+    for r in np.flatnonzero(j_of >= 0):
+        version[r] = np.searchsorted(t_done[j_of[r]], start[r], side="right")
+    own = np.full(t_done.shape, -1, dtype=np.int64)
+    own[worker, n_of] = np.arange(len(rounds))
+    queues: list[deque[int]] = [deque() for _ in range(P)]  # the serves of each worker's thread, in order
+    for r in np.lexsort((n_of, worker, t_post[worker, n_of], start)):
+        if j_of[r] >= 0:
+            queues[j_of[r]].append(int(r))
+    held = np.zeros_like(W)
+    answers: dict[int, np.ndarray] = {}
+    done = np.zeros(P, dtype=np.int64)  # iterations each worker has completed
+    snapshots: dict[int, np.ndarray] = {}  # iteration -> each worker's model after it (rows of those that did)
+    last_row: dict[int, int] = {}  # iteration -> the exchange of the worker released last from it
 
-    def take(rows: np.ndarray) -> None:
-        if len(rows):
-            G[rows], _ = workload.gradient(W[rows], workload.batches(rows, begun[rows]))
-            begun[rows] += 1
+    def serve() -> bool:
+        served = False
+        for j in range(P):
+            while queues[j]:
+                r = queues[j][0]
+                i = worker[r]
+                if done[j] != version[r] or done[i] != n_of[r]:
+                    break
+                mine = W[j] + held[j]
+                answers[r] = (W[i] + mine) / 2
+                held[j] += answers[r] - mine
+                queues[j].popleft()
+                served = True
+        return served
 
-    for r in order:
-        i, n, j, s = int(worker[r]), int(n_of[r]), int(j_of[r]), start[r]
-        ahead = (begun < counts) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
-        ahead[i] |= begun[i] == n
-        while ahead.any():
-            take(np.flatnonzero(ahead))
-            ahead = (begun < counts) & (t_start[np.arange(P), np.minimum(begun, N - 1)] < s)
-        if j >= 0:
-            W[[i, j]] = (W[i] + W[j]) / 2
-        opt.step(W, G[i], np.array([i]))
-        note("averaged", n, W)
-        yield int(r)
+    finish = rounds["t_done"].to_numpy()
+    while (done < counts).any():
+        served = serve()
+        ready = []
+        for i in range(P):
+            if done[i] >= counts[i]:
+                continue
+            r = own[i, done[i]]
+            if j_of[r] >= 0 and r not in answers:
+                continue  # its own exchange is not served yet
+            if queues[i] and version[queues[i][0]] <= done[i]:
+                continue  # its thread serves first
+            ready.append(i)
+        if not ready:
+            if not served:
+                raise ValueError("the ad-psgd tables are not one schedule: no exchange can go on")
+            continue
+        rows = np.array(ready, dtype=np.int64)
+        n = done[rows]
+        G, _ = workload.gradient(W[rows], workload.batches(rows, n))
+        for i, k in zip(rows, n, strict=True):
+            r = int(own[i, k])
+            W[i] = (answers.pop(r) if j_of[r] >= 0 else W[i]) + held[i]
+            held[i] = 0.0
+        opt.step(W, G, rows)
+        done[rows] += 1
+        for i, k in zip(rows.tolist(), n.tolist(), strict=True):
+            r = int(own[i, k])
+            note("averaged", r, W)
+            if k < counts[i] - 1:  # (after its last iteration a worker's model is its final one: taken at the end)
+                snapshots.setdefault(k, np.zeros_like(W))[i] = W[i]
+            if k not in last_row or finish[r] > finish[last_row[k]]:
+                last_row[k] = r
+        while last_row and (done > min(last_row)).all() and (counts - 1 > min(last_row)).all():
+            k = min(last_row)
+            yield last_row.pop(k), snapshots.pop(k)
+    W += held  # what each thread served after its worker's last iteration
+    for k in sorted(last_row):  # the iterations some worker ended at or never ran (the time budget stopped it)
+        replicas = snapshots.pop(k, np.zeros_like(W))
+        final = counts - 1 <= k
+        replicas[final] = W[final]
+        yield last_row.pop(k), replicas
 
 
 RECORD = Algorithm(
