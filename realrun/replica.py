@@ -8,6 +8,10 @@ optimizer step, and evaluation, for every kind of ``workload.model``.
 - the simulator's numpy workloads (``hyperplane``, ``logistic``, ``mlp``): their own gradient, one replica at a time.
 - ``none`` (timing only): a zero vector of ``workload.params`` elements, never updated.
 
+A torch model's buffers (BatchNorm's running statistics and batch count) stay this rank's own: its training forward
+passes move them and no exchange sends them (:mod:`~stragglerlab.simulator.workloads.torch_bridge`); evaluations of
+the averaged model take every rank's (:mod:`.evaluation`).
+
 Every replica reads the samples the simulator's sharding gives (worker, iteration)
 (:class:`~stragglerlab.simulator.workloads.sharding.Shards`, torch's ``DistributedSampler`` order) and steps as the
 simulator's optimizer does (SGD with momentum and weight decay, as ``torch.optim.SGD`` with dampening 0), so a real run
@@ -25,7 +29,7 @@ from stragglerlab.simulator.replicas import sgd
 from stragglerlab.simulator.scenario import Scenario, ScenarioError
 from stragglerlab.simulator.workloads import BUILTIN_MODELS, load
 from stragglerlab.simulator.workloads.sharding import Shards
-from stragglerlab.simulator.workloads.torch_bridge import batch_of, evaluate, load_task
+from stragglerlab.simulator.workloads.torch_bridge import batch_of, buffer_vector, evaluate, load_buffers, load_task
 
 
 class Replica:
@@ -57,6 +61,13 @@ class Replica:
     def load(self, w: np.ndarray) -> None:
         """Replace the model by the host vector ``w``."""
         raise NotImplementedError
+
+    def buffers(self) -> np.ndarray:
+        """The model's buffers as a host float64 vector (empty: the model has none)."""
+        return np.zeros(0)
+
+    def load_buffers(self, values: np.ndarray) -> None:
+        """Replace the model's buffers by ``values`` (laid out as :meth:`buffers`)."""
 
     def evaluate(self) -> tuple[float, float]:
         """(test loss, test accuracy) of the current model."""
@@ -137,6 +148,7 @@ class TorchReplica(Replica):
             p.data = self.w[at : at + p.numel()].view_as(p)
             at += p.numel()
         self.params_list = params
+        self.buffer_list = list(self.model.buffers())
         self._pinned = torch.empty(self.dimension, dtype=torch.float32, pin_memory=self.device.type == "cuda")
         try:
             self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
@@ -203,6 +215,12 @@ class TorchReplica(Replica):
     def load(self, w):
         with self.torch.no_grad():
             self.w.copy_(self.torch.from_numpy(w).to(self.device))
+
+    def buffers(self):
+        return buffer_vector(self.buffer_list)
+
+    def load_buffers(self, values):
+        load_buffers(self.buffer_list, values)
 
     def evaluate(self):
         return evaluate(self.model, self.task.test, self.loss_fn, self.device)

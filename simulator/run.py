@@ -6,7 +6,7 @@ rows."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,12 +112,18 @@ def run_engine(
 
 
 def train(
-    plan: Plan, workload: Any, iterations: pd.DataFrame, rounds: pd.DataFrame, observe: Observer | None = None
+    plan: Plan,
+    workload: Any,
+    iterations: pd.DataFrame,
+    rounds: pd.DataFrame,
+    observe: Observer | None = None,
+    points: Sequence[int] | None = None,
 ) -> Iterator[tuple]:
     """The ``evals`` rows of training ``workload`` along a finished schedule of ``plan``'s scenario (its
-    ``iterations`` and ``rounds`` tables): the convergence replay with the algorithm's apply."""
+    ``iterations`` and ``rounds`` tables, simulated or real): the convergence replay with the algorithm's apply,
+    evaluated by the scenario's schedule or at ``points`` (iteration counts)."""
     apply, central = plan.record.apply, plan.record.central
-    return replay(plan.scenario, plan.rules, apply, workload, iterations, rounds, observe, central=central)
+    return replay(plan.scenario, plan.rules, apply, workload, iterations, rounds, observe, central, points)
 
 
 def simulate(

@@ -39,8 +39,10 @@ def synchronous_round(m: int, kind: str, posts: np.ndarray, t_done: float, group
 
 class Exchange:
     """One rank's side of an algorithm. ``iteration`` is called after each computation (gradient ``g`` of
-    iteration ``n``, training ``loss``) and returns ``(t_done, iterations)`` when a round completed on this rank
-    (``iterations``: per worker, in the model it produced), else None."""
+    iteration ``n``, training ``loss``) and returns ``(t_done, iterations)`` when a round completed on this rank, else
+    None. ``iterations`` is the iterations per worker the model holds after that round, as the convergence replay
+    counts them, and a rank's k-th completion reports the same ``iterations`` on every rank, so that every rank knows
+    the evaluation points of ``evals.every_iterations`` by itself (:mod:`..evaluation`)."""
 
     #: replicas are identical after every round this rank completes, so rank 0's replica is then their mean and it
     #: evaluates it at once; otherwise the mean is gathered from every rank (:mod:`..evaluation`)

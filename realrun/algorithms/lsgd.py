@@ -11,16 +11,16 @@ posted its last iteration no exchange is triggered (a blocking exchange needs ev
 exchange that rank 0 sees complete at or after it is the last: rank 0 tells every rank so right after it, and every rank
 tells the server it has stopped.
 
-An exchange is blocking: an all-gather of each worker's running-mean loss (its last 10 training losses), a
-broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks) and, for a global
-exchange, of the global leader's model to all. The all-gather is where the workers that joined first wait for the
-last, up to an iteration: it is ``MPI_Iallgather`` tested between sleeps (:func:`.service.until`), since ranks
-spinning in a blocking one keep the run queue full where ranks outnumber cores (at 4 ranks on 2 cores, 2 runs of 7
-had an exchange take 60–200 ms after its last join, against 1.5–2 ms; none of 12 since). Then every worker is there
-and the broadcasts are blocking ``MPI_Bcast``; then w ← w − pull·(w − w_local) − global_pull·(w − w_global) from the
-models as they were at the exchange (the global term only in global exchanges). Leaders are the simulator's
-(:func:`~stragglerlab.simulator.algorithms.lsgd.leaders`): the lowest running mean, ties to the lowest rank. An
-iteration's round is the exchange its worker joins next (−1 after its last exchange).
+An exchange is blocking: an all-gather of each worker's running-mean loss (its last 10 training losses) and
+iterations so far, a broadcast of each node leader's model inside its node (``workers_per_node`` consecutive ranks)
+and, for a global exchange, of the global leader's model to all. The all-gather is where the workers that joined first
+wait for the last, up to an iteration: it is ``MPI_Iallgather`` tested between sleeps (:func:`.service.until`), since
+ranks spinning in a blocking one keep the run queue full where ranks outnumber cores (at 4 ranks on 2 cores, 2 runs
+of 7 had an exchange take 60–200 ms after its last join, against 1.5–2 ms; none of 12 since). Then every worker is
+there and the broadcasts are blocking ``MPI_Bcast``; then w ← w − pull·(w − w_local) − global_pull·(w − w_global)
+from the models as they were at the exchange (the global term only in global exchanges). Leaders are the
+simulator's (:func:`~stragglerlab.simulator.algorithms.lsgd.leaders`): the lowest running mean, ties to the lowest
+rank. An iteration's round is the exchange its worker joins next (−1 after its last exchange).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class LsgdExchange(Exchange):
         if exchange < 0:
             self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
             return None
-        self._exchange(global_)
+        reached = self._exchange(global_, n + 1)
         t_done = self.clock.now()
         self.stopped = self.budget_spent(t_done)
         if self.stopped and report != LAST:  # (a last post has told the server already)
@@ -113,18 +113,20 @@ class LsgdExchange(Exchange):
             self.done.append(
                 (exchange, "leader", initiator, t_trigger, t_done, self.size, self.size, -1 if global_ else 0)
             )
-        return t_done, n + 1
+        return t_done, reached
 
     @classmethod
     def stops(cls, rules) -> bool:
         return True
 
-    def _exchange(self, global_: bool) -> None:
-        mean = np.array([np.mean(self.losses) if self.losses else np.inf])
-        means = np.empty(self.size)
-        until(self.comm.Iallgather(mean, means).Test)  # where the early ones wait for the last (module doc)
+    def _exchange(self, global_: bool, iterations: int) -> int:
+        """The pulls of one exchange, joined after this rank's first ``iterations``; returns the most iterations any
+        worker joined after (the iterations per worker the model then holds, as the replay counts them)."""
+        mine = np.array([np.mean(self.losses) if self.losses else np.inf, iterations])
+        gathered = np.empty((self.size, 2))
+        until(self.comm.Iallgather(mine, gathered).Test)  # where the early ones wait for the last (module doc)
         w = self.replica.host(self.replica.params()).copy()
-        local, best = leaders(means, self.nodes)
+        local, best = leaders(gathered[:, 0], self.nodes)
         pulled = w.copy()
         buf = self.buffer
         buf[:] = w
@@ -135,6 +137,7 @@ class LsgdExchange(Exchange):
             self.comm.Bcast(buf, root=best)
             pulled -= self.rules.global_pull * (w - buf)
         self.replica.load(pulled)
+        return int(gathered[:, 1].max())
 
     def _emit(self, call: tuple, round_: int) -> None:
         n, t_start, t_post, t_done, version = call

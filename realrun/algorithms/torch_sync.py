@@ -133,7 +133,10 @@ class TorchSync(Exchange):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel
 
-        replica.model = DistributedDataParallel(replica.model, bucket_cap_mb=_cap_mb(self.d, buckets))
+        # each rank keeps its own buffers, as the native exchanges do (DDP would send rank 0's at every forward)
+        replica.model = DistributedDataParallel(
+            replica.model, bucket_cap_mb=_cap_mb(self.d, buckets), broadcast_buffers=False
+        )
         self.ready: list[float] = []
 
         def hook(state, bucket):  # (DDP rejects annotations other than its own types)

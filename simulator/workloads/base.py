@@ -4,10 +4,12 @@ A workload owns a model of ``dimension`` parameters (flattened into one vector),
 sets made from the seed, and the sharding of the train set across workers (:mod:`.sharding`). The replay only asks:
 
 - ``initial()``: the starting parameters, (d,), the same for every replica;
-- ``batches(workers, iterations)``: the (k, batch) train indices those worker-iterations read;
+- ``batches(workers, iterations)``: what ``gradient`` needs of those worker-iterations: the (k, batch) train indices
+  they read (a torch workload also keeps which replicas they are, whose buffers the forward passes move);
 - ``gradient(W, batches)``: for k replicas W (k, d) and their batches, the mean minibatch gradients (k, d) and
   training losses (k,), in one vectorised call;
-- ``evaluate(w)``: (test loss, test accuracy) of one parameter vector.
+- ``evaluate(w, replica=None)``: (test loss, test accuracy) of one parameter vector, as replica ``replica`` or as the
+  averaged model (None); only a workload with buffers tells them apart.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class ArrayWorkload:
     def gradient(self, W: np.ndarray, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.loss_grad(W, self.X[batches], self.y[batches])
 
-    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
+    def evaluate(self, w: np.ndarray, replica: int | None = None) -> tuple[float, float]:
         return self.metrics(w, self.X_test, self.y_test)
 
     def initial(self) -> np.ndarray:

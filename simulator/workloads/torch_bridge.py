@@ -7,6 +7,12 @@ and optionally ``loss`` (default cross-entropy). Real runs train that model on t
 ``parameters_to_vector`` (float64 in the replay), the train set is sharded by :class:`~.sharding.Shards`, and
 gradients are computed one replica at a time (torch is not vectorised over replicas here). Torch is imported only
 when such a workload is loaded; without it, loading is a one-line error.
+
+A model's buffers (BatchNorm's running statistics and batch count) are no parameters: no exchange sends them, as in
+the released codes of eager-SGD, WAGMA-SGD and LSGD. Each replica keeps its own, which only its own training forward
+passes change, so :meth:`TorchWorkload.batches` says which replicas the batches are for. The averaged model (and a
+parameter server's, which runs no forward pass) is evaluated with the mean of the replicas' buffers, integer ones
+rounded to the nearest (:func:`load_buffers`), as real runs evaluate it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -70,8 +76,15 @@ def load_task(name: str, seed: int) -> TorchTask:
     return task
 
 
+class ReplicaBatches(NamedTuple):
+    """The batches of k worker-iterations: their train sample indices (k, batch) and the replica of each (k,)."""
+
+    indices: np.ndarray
+    workers: np.ndarray
+
+
 class TorchWorkload:
-    """A torch model and datasets behind the replay's workload interface."""
+    """A torch model and datasets behind the replay's workload interface, with each replica's buffers."""
 
     def __init__(self, scenario: Scenario, task: TorchTask):
         import torch
@@ -82,39 +95,75 @@ class TorchWorkload:
         self.params = [p for p in task.model.parameters() if p.requires_grad]
         self.dimension = sum(p.numel() for p in self.params)
         self.w0 = parameters_to_vector(self.params).detach().double().numpy()
+        self.buffers = list(task.model.buffers())
+        self.b0 = buffer_vector(self.buffers)
+        self.replica_buffers = np.tile(self.b0, (scenario.workers, 1))  # one float64 row each: exact for float32
         try:
             self.shards = Shards(len(task.train), scenario.workers, scenario.workload.batch, scenario.seed)
         except ValueError as err:
             raise ScenarioError(f'workload.model = "{scenario.workload.model}": {err}') from None
 
     def initial(self) -> np.ndarray:
+        """The starting parameters; every replica's buffers start again from the model's own."""
+        self.replica_buffers[:] = self.b0
         return self.w0.copy()
 
-    def batches(self, workers: np.ndarray, iterations: np.ndarray) -> np.ndarray:
-        return self.shards.indices(workers, iterations)
+    def batches(self, workers: np.ndarray, iterations: np.ndarray) -> ReplicaBatches:
+        return ReplicaBatches(self.shards.indices(workers, iterations), np.asarray(workers))
 
-    def _load(self, w: np.ndarray) -> None:
+    def _load(self, w: np.ndarray, buffers: np.ndarray | None) -> None:
         from torch.nn.utils import vector_to_parameters
 
         vector_to_parameters(self.torch.from_numpy(w).to(self.params[0].dtype), self.params)
+        if buffers is not None:
+            load_buffers(self.buffers, buffers)
 
-    def gradient(self, W: np.ndarray, batches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def gradient(self, W: np.ndarray, batches: ReplicaBatches) -> tuple[np.ndarray, np.ndarray]:
         grads, losses = np.empty_like(W), np.empty(len(W))
         model = self.task.model
         model.train()
-        for k in range(len(W)):
-            self._load(W[k])
+        for k, worker in enumerate(batches.workers):
+            self._load(W[k], self.replica_buffers[worker] if self.buffers else None)
             model.zero_grad()
-            x, t = batch_of(self.task.train, batches[k])
+            x, t = batch_of(self.task.train, batches.indices[k])
             loss = self.loss(model(x), t)
             loss.backward()
+            if self.buffers:  # the forward pass has moved this replica's running statistics
+                self.replica_buffers[worker] = buffer_vector(self.buffers)
             grads[k] = np.concatenate([p.grad.detach().double().numpy().ravel() for p in self.params])
             losses[k] = loss.item()
         return grads, losses
 
-    def evaluate(self, w: np.ndarray) -> tuple[float, float]:
-        self._load(w)
+    def evaluate(self, w: np.ndarray, replica: int | None = None) -> tuple[float, float]:
+        """(test loss, accuracy) of ``w`` with the buffers of ``replica``, or of the averaged model (None)."""
+        if not self.buffers:
+            buffers = None
+        elif replica is None:
+            buffers = self.replica_buffers.mean(axis=0)
+        else:
+            buffers = self.replica_buffers[replica]
+        self._load(w, buffers)
         return evaluate(self.task.model, self.task.test, self.loss)
+
+
+def buffer_vector(buffers: list[Any]) -> np.ndarray:
+    """A module's buffers as one float64 vector."""
+    if not buffers:
+        return np.zeros(0)
+    return np.concatenate([b.detach().cpu().double().numpy().ravel() for b in buffers])
+
+
+def load_buffers(buffers: list[Any], values: np.ndarray) -> None:
+    """Set a module's buffers from a vector laid out as :func:`buffer_vector`'s, cast to each buffer's type and device:
+    an integer buffer (BatchNorm's batch count) takes the nearest integer, so a mean of counts loads as a count."""
+    import torch
+
+    at = 0
+    with torch.no_grad():
+        for b in buffers:
+            part = values[at : at + b.numel()]
+            b.copy_(torch.from_numpy(part if b.is_floating_point() else np.rint(part)).view_as(b))
+            at += b.numel()
 
 
 def batch_of(dataset: Any, indices, device: Any = None) -> tuple[Any, Any]:

@@ -1,0 +1,112 @@
+"""Training across planes: a real run's evaluations against the simulator's replay of the run's own tables.
+
+Timing never depends on model values, so a run's ``iterations`` and ``rounds`` tables say everything the simulator's
+convergence replay (:mod:`stragglerlab.simulator.convergence`) needs to train the model again: which contribution went
+into which round, on which model version, which deposit a WAGMA group read, what an AD-PSGD peer held. The replay
+trains the run's workload (its seed, data shards and hyperparameters, from ``meta.json``) along those tables and
+evaluates at the run's own evaluation points; :func:`compare` puts each of the run's evaluations beside the
+replay's. Both planes compute in float32 on the model and the replay keeps float64 replicas, so they agree to float32
+rounding: :data:`TOLERANCE` on the loss, relative, at every evaluation.
+
+The real run's evaluation points must be the replay's: every rank copies its replica at the points of
+``evals.every_iterations``, while a point that only ``evals.every_seconds`` makes is copied up to an iteration late
+on the other ranks where the replicas differ (:mod:`.evaluation`), so such a run is refused here.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.metrics import model_evals
+from stragglerlab.analysis.plots.base import figure, legend, styled
+from stragglerlab.analysis.runfolder import Run
+from stragglerlab.analysis.style import SOURCE_LINESTYLE
+from stragglerlab.realrun.algorithms.base import exchange_class
+from stragglerlab.simulator.plan import plan
+from stragglerlab.simulator.run import train
+from stragglerlab.simulator.scenario import Scenario, ScenarioError, from_dict
+from stragglerlab.simulator.workloads import load
+
+#: the largest relative difference of the loss, replay against real run, at any evaluation: float32 rounding
+TOLERANCE = 1e-4
+COLUMNS = ("run", "iteration", "t", "loss_real", "loss_sim", "accuracy_real", "accuracy_sim", "loss_error")
+
+
+def scenario_of(run: Run) -> Scenario:
+    """The scenario a real run ran, as its ``meta.json`` holds it; a run the replay cannot reproduce is a one-line
+    error."""
+    if run.meta.get("source") != "real":
+        raise UserError(
+            f"{run.path}: not a real run (source = {run.meta.get('source', 'sim')}); --convergence "
+            "replays the run folders of stragglerlab run"
+        )
+    try:
+        scenario = from_dict(run.meta["scenario"], str(run.path / "meta.json"))
+    except ScenarioError as err:
+        raise UserError(str(err)) from None
+    if scenario.workload.model == "none":
+        raise UserError(f"{run.path}: a timing-only run (workload.model = none) has no evaluations to replay")
+    if run.evals.empty:
+        raise UserError(f"{run.path}: the run has no evaluations")
+    return scenario
+
+
+def replay_run(run: Run) -> pd.DataFrame:
+    """The replay of ``run``'s tables evaluated at the run's evaluation points: t, iteration, loss, accuracy of the
+    averaged model."""
+    scenario = scenario_of(run)
+    workload = load(scenario)
+    the_plan = plan(scenario)
+    exchange = exchange_class(the_plan.record, run.meta.get("backend", "native"))
+    exact = exchange.identical and not getattr(workload, "buffers", None)
+    if scenario.evals.every_seconds > 0 and not exact:
+        raise UserError(
+            f"{run.path}: evals.every_seconds = {scenario.evals.every_seconds}: this run's replicas differ at such "
+            "points, and the ranks copy them up to an iteration apart; replay a run with evals.every_seconds = 0"
+        )
+    real = model_evals(run)
+    rows = train(the_plan, workload, run.iterations, run.rounds, points=real["iteration"].iloc[1:].tolist())
+    frame = pd.DataFrame(rows, columns=["t", "iteration", "worker", "loss", "accuracy"])
+    return frame[frame["worker"] == -1].drop(columns="worker").reset_index(drop=True)
+
+
+def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each row with the count of earlier rows at the same iteration (a final evaluation may repeat one)."""
+    return frame.assign(k=frame.groupby("iteration").cumcount())
+
+
+def compare(run: Run, name: str | None = None) -> pd.DataFrame:
+    """One row per evaluation of ``run``: its loss and accuracy, the replay's at the same point, and the relative
+    difference of the losses (``loss_error``, NaN where the replay has no such point). ``t`` is the run's."""
+    real = _numbered(model_evals(run))
+    sim = _numbered(replay_run(run))
+    both = real.merge(sim, on=["iteration", "k"], how="left", suffixes=("_real", "_sim"))
+    both["run"] = name or run.path.name
+    both["t"] = both["t_real"]
+    both["loss_error"] = (both["loss_sim"] / both["loss_real"] - 1).abs()
+    return both[list(COLUMNS)]
+
+
+def agrees(table: pd.DataFrame) -> pd.Series:
+    """Per run: whether every evaluation's loss is within :data:`TOLERANCE` of the replay's."""
+    return table.groupby("run", sort=False)["loss_error"].agg(lambda e: bool((e <= TOLERANCE).all()))
+
+
+def draw(table: pd.DataFrame) -> Figure:
+    """Both loss curves of every run against time, one panel per run: the real run solid, the replay dashed."""
+    runs = list(dict.fromkeys(table["run"]))
+    with styled():
+        fig, axes = figure(len(runs), wide=len(runs) > 1, columns=min(len(runs), 2))
+        for ax, name in zip(axes, runs, strict=True):
+            mine = table[table["run"] == name]
+            for source, style in SOURCE_LINESTYLE.items():
+                label = "real run" if source == "real" else "replay of its tables"
+                ax.plot(mine["t"], mine[f"loss_{source}"], linestyle=style, marker=".", label=label)
+            worst = mine["loss_error"].max()
+            ax.set_title(f"{name}: largest difference {worst:.1e}", fontsize="small")
+            ax.set_xlabel("time [s]")
+            ax.set_ylabel("test loss")
+        legend(fig, columns=2)
+    return fig
