@@ -15,6 +15,7 @@ on the other ranks where the replicas differ (:mod:`.evaluation`), so such a run
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -110,3 +111,36 @@ def draw(table: pd.DataFrame) -> Figure:
             ax.set_ylabel("test loss")
         legend(fig, columns=2)
     return fig
+
+
+def crossing(evals: pd.DataFrame, target: float) -> float:
+    """When the loss of ``evals`` (sorted by ``t``) first reaches ``target``, interpolated linearly between the
+    evaluation before and the first at or below it (evaluations are some iterations apart); NaN if it never does."""
+    t, loss = evals["t"].to_numpy(), evals["loss"].to_numpy()
+    below = np.flatnonzero(loss <= target)
+    if not len(below):
+        return float("nan")
+    k = int(below[0])
+    if k == 0:
+        return float(t[0])
+    return float(t[k - 1] + (t[k] - t[k - 1]) * (loss[k - 1] - target) / (loss[k - 1] - loss[k]))
+
+
+def time_to_target(real: Run, predicted: Run, target: float) -> dict[str, float]:
+    """Out of sample: the real run's time to the test loss ``target`` against its prediction's. ``predicted`` is the
+    (timing-only) simulation that predicts ``real`` from other runs; the run's model is trained along its schedule
+    (evaluated by the run's own schedule). Each time is counted from its run's first computation, since a real
+    run's start-up (MPI, torch, the data) is no part of what the simulator predicts, and interpolated between
+    evaluations (:func:`crossing`). NaN where a run never gets there."""
+    scenario = scenario_of(real)
+    rows = train(scenario, load(scenario), predicted.iterations, predicted.rounds)
+    simulated = pd.DataFrame(rows, columns=["t", "iteration", "worker", "loss", "accuracy"])
+    simulated = simulated[simulated["worker"] == -1]
+    real_time = crossing(model_evals(real), target) - real.iterations["t_start"].min()
+    sim_time = crossing(simulated, target) - predicted.iterations["t_start"].min()
+    return {
+        "target_loss": target,
+        "time_to_target_real": real_time,
+        "time_to_target_sim": sim_time,
+        "time_to_target_error": sim_time / real_time - 1,
+    }

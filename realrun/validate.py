@@ -280,7 +280,7 @@ def share_warnings(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def _names(runs: Iterable[Run]) -> list[str]:
+def run_names(runs: Iterable[Run]) -> list[str]:
     """A distinct folder name per run: its own, numbered when two share one."""
     names: list[str] = []
     for r in runs:
@@ -310,12 +310,12 @@ def validate(
     rows: list[dict] = []
     pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
     costs = []
-    for name, real in zip(_names(runs), runs, strict=True):
+    for name, real in zip(run_names(runs), runs, strict=True):
         sim, waits = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
         pairs["trace"] += [real, sim]
         costs.append(waits)
     call = call_model(np.concatenate(costs))
-    for name, other in zip(_names(others), others, strict=True):
+    for name, other in zip(run_names(others), others, strict=True):
         pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration, call)]
     for mode, found in pairs.items():
         for real, sim in zip(found[::2], found[1::2], strict=True):

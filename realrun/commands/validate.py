@@ -1,6 +1,12 @@
-"""``stragglerlab validate RUN [RUN...] [--calibration FILE] [--predict OTHER] [-o DIR]``: simulate real runs again
-(trace-driven, and out-of-sample with ``--predict``; see :mod:`..validate`), print the errors, write them to
-``DIR/validation.csv`` and draw the ``validation`` figure per mode (``DIR/trace.pdf``, ``DIR/out-of-sample.pdf``)."""
+"""``stragglerlab validate RUN [RUN...] [--calibration FILE] [--predict OTHER [--target-loss X]] [-o DIR]``:
+simulate real runs again (trace-driven, and out-of-sample with ``--predict``; see :mod:`..validate`), print the
+errors, write them to ``DIR/validation.csv`` and draw the ``validation`` figure per mode (``DIR/trace.pdf``,
+``DIR/out-of-sample.pdf``).
+
+``--target-loss X`` adds each predicted run's real and predicted time to that test loss (its model trained along the
+predicted schedule, :func:`..convergence.time_to_target`). ``--convergence`` instead replays each run's own tables
+through the simulator's convergence replay and puts every evaluation beside the run's (:mod:`..convergence`):
+``DIR/convergence.csv`` and both loss curves per run in ``DIR/convergence.pdf``."""
 
 from __future__ import annotations
 
@@ -12,9 +18,18 @@ import pandas as pd
 
 from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import make_folder
 from stragglerlab.analysis.plots import draw, save
-from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.validate import read_calibration, repeats, round_warnings, share_warnings, validate
+from stragglerlab.analysis.runfolder import Run, load_run
+from stragglerlab.realrun import convergence
+from stragglerlab.realrun.validate import (
+    read_calibration,
+    repeats,
+    round_warnings,
+    run_names,
+    share_warnings,
+    validate,
+)
 
 #: the columns printed (all of them go to the CSV): name -> (column, as a percentage)
 SHOWN = {
@@ -59,6 +74,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "spread over the K, and how far apart the K runs' own waits lie (written to DIR/repeats.csv)",
     )
     parser.add_argument(
+        "--target-loss",
+        type=float,
+        metavar="X",
+        help="with --predict and a model: each OTHER's time to this test loss, real and predicted (its model trained "
+        "along the predicted schedule), from its first computation",
+    )
+    parser.add_argument(
+        "--convergence",
+        action="store_true",
+        help="instead of timings, replay each RUN's own tables through the simulator's convergence replay and compare "
+        f"every evaluation (within {convergence.TOLERANCE:g} relative in the loss: float32 rounding); writes "
+        "DIR/convergence.csv and DIR/convergence.pdf",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         type=Path,
@@ -94,14 +123,77 @@ def format_repeats(table: pd.DataFrame) -> str:
     return shown.to_string(index=False)
 
 
+def with_time_to_target(table: pd.DataFrame, predicted: list[Run], target: float) -> pd.DataFrame:
+    """The out-of-sample rows of ``table`` with each run's real and predicted time to the loss ``target``
+    (``predicted``: the real and simulated runs of those rows, in order, as :func:`validate` returns them)."""
+    rows = table.index[table["mode"] == "out-of-sample"]
+    pairs = zip(predicted[::2], predicted[1::2], strict=True)
+    times = [convergence.time_to_target(real, sim, target) for real, sim in pairs]
+    extra = pd.DataFrame(times, index=rows)
+    return table.join(extra)
+
+
+def format_time_to_target(table: pd.DataFrame) -> str:
+    """The printed table of ``--target-loss``: real and predicted time to the target, and the error in percent."""
+    rows = table[table["mode"] == "out-of-sample"]
+    shown = pd.DataFrame(
+        {
+            "run": [Path(r).name for r in rows["run"]],
+            "algorithm": rows[ALGORITHM],
+            "real [s]": rows["time_to_target_real"],
+            "predicted [s]": rows["time_to_target_sim"],
+            "err %": 100 * rows["time_to_target_error"],
+        }
+    )
+    text = shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+    return f"time to test loss {rows['target_loss'].iloc[0]:g} (out of sample, from the first computation):\n{text}"
+
+
+def replay(args: argparse.Namespace) -> int:
+    """``--convergence``: every run's evaluations against the replay of its tables."""
+    if args.calibration or args.predict or args.repeat != 1 or args.target_loss is not None:
+        raise UserError(
+            "--convergence replays each run's own tables: it takes no --calibration, --predict, --repeat or "
+            "--target-loss"
+        )
+    runs = [load_run(p) for p in args.runs]
+    table = pd.concat([convergence.compare(r, name) for r, name in zip(runs, run_names(runs), strict=True)])
+    make_folder(args.output)
+    table.to_csv(args.output / "convergence.csv", index=False)
+    worst = table.groupby("run", sort=False)["loss_error"].max()
+    agree = convergence.agrees(table)
+    algorithm = {name: r.meta["scenario"]["algorithm"]["name"] for r, name in zip(runs, run_names(runs), strict=True)}
+    shown = pd.DataFrame(
+        {
+            "run": worst.index,
+            "algorithm": [algorithm[name] for name in worst.index],
+            "evaluations": table.groupby("run", sort=False).size().to_numpy(),
+            "largest loss difference (relative)": [f"{v:.2e}" for v in worst],
+            f"within {convergence.TOLERANCE:g}": ["yes" if agree[name] else "NO" for name in worst.index],
+        }
+    )
+    print(shown.to_string(index=False))
+    print(f"figure: {save(convergence.draw(table), args.output / 'convergence.pdf')}")
+    print(f"every evaluation: {args.output / 'convergence.csv'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.convergence:
+        return replay(args)
     if args.repeat < 1:
         raise UserError(f"--repeat {args.repeat}: must be at least 1")
+    if args.target_loss is not None and not args.predict:
+        raise UserError("--target-loss: the time to a loss is predicted out of sample; give --predict OTHER")
     calibration = read_calibration(args.calibration) if args.calibration else None
     runs = [load_run(p) for p in args.runs]
     table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])
+    if args.target_loss is not None:
+        table = with_time_to_target(table, pairs["out-of-sample"], args.target_loss)
     table.to_csv(args.output / "validation.csv", index=False)
     print(format_table(table))
+    if args.target_loss is not None:
+        print(format_time_to_target(table))
     for line in round_warnings(table) + share_warnings(table):
         print(f"stragglerlab validate: warning: {line}", file=sys.stderr)
     if args.repeat > 1:
