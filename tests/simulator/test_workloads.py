@@ -99,3 +99,27 @@ def test_without_torch_a_torch_workload_is_a_one_line_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(ScenarioError, match="needs torch, which is not installed"):
         load(scenario(**{"workload.model": "tests.simulator.torch_task:tiny"}))
+
+
+def test_each_replica_keeps_its_own_buffers_and_the_averaged_model_takes_their_mean():
+    torch = pytest.importorskip("torch")
+    wl = load(
+        scenario(
+            **{"workload.model": "tests.simulator.torch_task:batchnorm", "workload.batch": 8, "cluster.workers": 3}
+        )
+    )
+    w0 = wl.initial()
+    start = wl.replica_buffers.copy()
+    assert start.shape == (3, 8 + 8 + 1)  # running mean and variance of 8 channels, and the batch count
+    wl.gradient(np.stack([w0, w0]), wl.batches(np.array([2, 2]), np.array([0, 1])))  # two of replica 2's batches
+    moved = wl.replica_buffers
+    np.testing.assert_array_equal(moved[:2], start[:2])  # the others' buffers are where they were
+    assert np.abs(moved[2, :16] - start[2, :16]).min() > 0 and moved[2, 16] == 2  # replica 2's moved, 2 batches
+    bn = wl.task.model[1]
+    wl.evaluate(w0, 2)
+    np.testing.assert_allclose(bn.running_mean.numpy(), moved[2, :8], rtol=1e-6)
+    wl.evaluate(w0)  # the averaged model: the replicas' mean, the batch count rounded (2/3 -> 1)
+    np.testing.assert_allclose(bn.running_var.numpy(), moved[:, 8:16].mean(axis=0), rtol=1e-6)
+    assert int(bn.num_batches_tracked) == 1 and bn.num_batches_tracked.dtype == torch.int64
+    wl.initial()
+    np.testing.assert_array_equal(wl.replica_buffers, start)  # a new replay starts from the model's buffers
