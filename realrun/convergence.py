@@ -67,15 +67,18 @@ def replay_run(run: Run) -> pd.DataFrame:
             f"{run.path}: evals.every_seconds = {scenario.evals.every_seconds}: this run's replicas differ at such "
             "points, and the ranks copy them up to an iteration apart; replay a run with evals.every_seconds = 0"
         )
-    real = model_evals(run)
-    rows = train(the_plan, workload, run.iterations, run.rounds, points=real["iteration"].iloc[1:].tolist())
+    real = model_evals(run)  # the first is before training and the last at its end, as the replay's are
+    rows = train(the_plan, workload, run.iterations, run.rounds, points=real["iteration"].iloc[1:-1].tolist())
     frame = pd.DataFrame(rows, columns=["t", "iteration", "worker", "loss", "accuracy"])
     return frame[frame["worker"] == -1].drop(columns="worker").reset_index(drop=True)
 
 
 def _numbered(frame: pd.DataFrame) -> pd.DataFrame:
-    """Each row with the count of earlier rows at the same iteration (a final evaluation may repeat one)."""
-    return frame.assign(k=frame.groupby("iteration").cumcount())
+    """Each row with the count of earlier rows at the same iteration (-1: the final evaluation, which may repeat the
+    iteration of the last round's)."""
+    k = frame.groupby("iteration").cumcount().to_numpy(copy=True)
+    k[-1:] = -1
+    return frame.assign(k=k)
 
 
 def compare(run: Run, name: str | None = None) -> pd.DataFrame:
