@@ -116,10 +116,11 @@ def draw(table: pd.DataFrame) -> Figure:
     return fig
 
 
-def crossing(evals: pd.DataFrame, target: float) -> float:
-    """When the loss of ``evals`` (sorted by ``t``) first reaches ``target``, interpolated linearly between the
-    evaluation before and the first at or below it (evaluations are some iterations apart); NaN if it never does."""
-    t, loss = evals["t"].to_numpy(), evals["loss"].to_numpy()
+def crossing(evals: pd.DataFrame, target: float, at: str = "t") -> float:
+    """When (``at``: ``t`` or ``iteration``) the loss of ``evals`` (sorted by ``t``) first reaches ``target``,
+    interpolated linearly between the evaluation before and the first at or below it (evaluations are some
+    iterations apart); NaN if it never does."""
+    t, loss = evals[at].to_numpy(dtype=float), evals["loss"].to_numpy()
     below = np.flatnonzero(loss <= target)
     if not len(below):
         return float("nan")
@@ -134,9 +135,10 @@ def time_to_target(real: Run, predicted: Run, target: float) -> dict[str, float]
     (timing-only) simulation that predicts ``real`` from other runs; the run's model is trained along its schedule
     (evaluated by the run's own schedule). Each time is counted from its run's first computation, since a real
     run's start-up (MPI, torch, the data) is no part of what the simulator predicts, and interpolated between
-    evaluations (:func:`crossing`). NaN where a run never gets there."""
+    evaluations (:func:`crossing`), as are the iterations per worker to it: where those agree, the time's error is
+    the schedule's. NaN where a run never gets there."""
     scenario = scenario_of(real)
-    rows = train(scenario, load(scenario), predicted.iterations, predicted.rounds)
+    rows = train(plan(scenario), load(scenario), predicted.iterations, predicted.rounds)
     simulated = pd.DataFrame(rows, columns=["t", "iteration", "worker", "loss", "accuracy"])
     simulated = simulated[simulated["worker"] == -1]
     real_time = crossing(model_evals(real), target) - real.iterations["t_start"].min()
@@ -146,4 +148,6 @@ def time_to_target(real: Run, predicted: Run, target: float) -> dict[str, float]
         "time_to_target_real": real_time,
         "time_to_target_sim": sim_time,
         "time_to_target_error": sim_time / real_time - 1,
+        "iterations_to_target_real": crossing(model_evals(real), target, "iteration"),
+        "iterations_to_target_sim": crossing(simulated, target, "iteration"),
     }

@@ -15,6 +15,10 @@ simulator's replay has them, so that a replay of the run's own tables reproduces
   reaches the other ranks as a request: a rank keeps its copy at the end of the iteration during which the request
   reached it **(choice: up to one iteration after rank 0's point, so that no rank stops for an evaluation)**.
 
+A run that keeps a central model (a parameter server's, :attr:`Exchange.central`) evaluates that model, as the
+simulator does: the server's thread keeps a copy of it after each push the schedule makes an evaluation point, and
+rank 0 evaluates the copies when the run ends, with the mean of the ranks' final buffers.
+
 When training ends, the copies are summed on rank 0 point by point (a rank that finished before a request came adds
 its final replica), and rank 0 evaluates their means and writes those rows. The last evaluation (after any trailing
 local steps, as in the simulator) is always of the final replicas' mean, whatever the exchange, since local SGD's
@@ -25,11 +29,9 @@ iterations any rank ran (each final replica holds its own rank's iterations).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from stragglerlab.realrun.algorithms.base import Sink
+from stragglerlab.realrun.algorithms.base import Exchange, Sink
 from stragglerlab.realrun.clock import RunClock
 from stragglerlab.realrun.replica import Replica
 from stragglerlab.simulator.convergence import Evaluations
@@ -40,8 +42,8 @@ STAND_IN = np.zeros((1, 1))  # the replicas matrix Evaluations is handed: the re
 FINAL = ("final", 0)  # the key of the last evaluation's copies: every rank's final replica
 
 
-class _Schedule:
-    """Evaluations' workload when only its schedule is wanted: the evaluations themselves are made here."""
+class Unevaluated:
+    """Evaluations' workload when only its schedule is wanted: the evaluations themselves are made elsewhere."""
 
     def evaluate(self, w: np.ndarray, replica: int | None = None) -> tuple[float, float]:
         return float("nan"), float("nan")
@@ -50,15 +52,15 @@ class _Schedule:
 class MeanEvaluations:
     """One rank's side of a run's evaluations (module doc). Collective to create (every rank of a run with a model)."""
 
-    def __init__(self, scenario: Scenario, replica: Replica, comm: Any, clock: RunClock, identical: bool, sink: Sink):
-        self.replica, self.clock, self.sink = replica, clock, sink
-        self.comm = comm.Dup()
+    def __init__(self, scenario: Scenario, replica: Replica, exchange: Exchange, clock: RunClock, sink: Sink):
+        self.replica, self.exchange, self.clock, self.sink = replica, exchange, clock, sink
+        self.comm = exchange.comm.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-        self.at_once = identical and not replica.buffers().size
-        self.schedule = Evaluations(scenario, _Schedule()) if self.rank == 0 else None
-        # the points every rank knows by itself: those of evals.every_iterations
+        self.at_once = exchange.identical and not exchange.central and not replica.buffers().size
+        self.schedule = Evaluations(scenario, Unevaluated()) if self.rank == 0 else None
+        # the points every rank knows by itself: those of evals.every_iterations (a central model's: its server's)
         by_iterations = scenario.replace(**{"evals.every_seconds": 0.0})
-        self.exact = None if self.at_once else Evaluations(by_iterations, _Schedule())
+        self.exact = None if self.at_once or exchange.central else Evaluations(by_iterations, Unevaluated())
         self.points: list[tuple[float, int, tuple[str, int]]] = []  # rank 0: (t, iteration, key) yet to evaluate
         self.copies: dict[tuple[str, int], np.ndarray] = {}  # this rank's replica at each point, by key
         self.completed = 0  # rounds completed on this rank
@@ -78,7 +80,9 @@ class MeanEvaluations:
 
     def after_iteration(self, completed: tuple[float, int] | None) -> None:
         """After each iteration: at a round's completion, the copy of an evaluation point (or rank 0's evaluation);
-        on other ranks, a copy for each request that has come."""
+        on other ranks, a copy for each request that has come. (A central model's server keeps its own points.)"""
+        if self.exchange.central:
+            return
         if completed is not None:
             key = ("round", self.completed)
             self.completed += 1
@@ -113,10 +117,13 @@ class MeanEvaluations:
         return max(t for t, _ in ends), max(n for _, n in ends)
 
     def finish(self, t_end: float, iterations: int) -> None:
-        """Collective when training ends: the means of every point's copies evaluated (rank 0 writes them), the
-        final one last."""
+        """Collective when training ends (and the exchange has closed): the means of every point's copies evaluated
+        (rank 0 writes them), the final one last; where the run keeps a central model, its copies."""
         from mpi4py import MPI
 
+        if self.exchange.central:
+            self._central()
+            return
         if self.schedule is not None:
             final = self.schedule.final(t_end, iterations, STAND_IN)
             self.points += [(t, it, FINAL) for t, it, worker, _, _ in final if worker < 0]
@@ -137,4 +144,22 @@ class MeanEvaluations:
         if self.rank == 0 and keys:
             self.replica.load(own[:d])
             self.replica.load_buffers(own[d:])
+        self.comm.Free()
+
+    def _central(self) -> None:
+        """Collective: the server's copies of its model, each with the mean of the ranks' final buffers (a server
+        runs no forward pass; **(choice)** the replicas' buffers at its points are not gathered)."""
+        from mpi4py import MPI
+
+        own = self.replica.buffers()
+        total = np.empty_like(own) if self.rank == 0 else None
+        self.comm.Reduce(own, total, op=MPI.SUM, root=0)
+        if total is not None:
+            params = self.replica.host(self.replica.params()).copy()
+            self.replica.load_buffers(total / self.size)
+            for t, iteration, w in self.exchange.central_models():
+                self.replica.load(w)
+                self.sink("evals", (t, iteration, -1, *self.replica.evaluate()))
+            self.replica.load(params)
+            self.replica.load_buffers(own)
         self.comm.Free()

@@ -130,8 +130,11 @@ def run_rank(
     try:
         clock = RunClock(comm)
         exchange = exchange_type(scenario, run.rules, comm, replica, clock, sink)
-        _train(scenario, rank, replica, exchange, clock, sink, parts, lock)
+        evals = MeanEvaluations(scenario, replica, exchange, clock, sink) if scenario.workload.model != "none" else None
+        end = _train(scenario, rank, replica, exchange, clock, sink, parts, lock, evals)
         exchange.close()
+        if evals is not None:  # (after the exchange's close: a parameter server's last models are known then)
+            evals.finish(*end)
         if save_model is not None and rank == 0:
             np.save(save_model, replica.host(replica.params()))
         for row in exchange.rounds():
@@ -153,26 +156,18 @@ def run_rank(
     return folder
 
 
-def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
-    """The training loop of this rank."""
+def _train(scenario, rank, replica, exchange, clock, sink, parts, lock, evals) -> tuple[float, int]:
+    """The training loop of this rank; returns where its last evaluation is (the time and the iterations)."""
     injection = Injection(scenario, rank, timing_only=scenario.workload.model == "none")
-    evals = (
-        MeanEvaluations(scenario, replica, exchange.comm, clock, exchange.identical, sink)
-        if scenario.workload.model != "none"
-        else None
-    )
     clock.start(exchange.comm)  # every rank set up: what came before is not the run's time (realrun.clock)
     if evals is not None:
         evals.start()
-    last = (0.0, 0)  # (t_done, iterations) of the last round completed here
     released = (0.0, 0)  # (time, iterations) of this rank's last release
     for n in range(scenario.iterations):
         t_start = clock.now()
         g, loss, t_post = exchange.compute(n, injection, t_start)
         completed = exchange.iteration(n, g, loss, t_start, t_post)
         released = (clock.now() if completed is None else completed[0], n + 1)
-        if completed is not None:
-            last = completed
         if evals is not None:
             evals.after_iteration(completed)
         if parts.due():
@@ -183,8 +178,6 @@ def _train(scenario, rank, replica, exchange, clock, sink, parts, lock) -> None:
         injection.spend(injection.update)
         if exchange.stopped:
             break
-    if evals is not None:
-        if scenario.duration > 0:  # ranks may stop at different iterations: the last release, the most iterations
-            evals.finish(*evals.latest(*released))
-        else:
-            evals.finish(last[0] if last[1] == scenario.iterations else clock.now(), scenario.iterations)
+    if evals is not None and scenario.duration > 0:  # ranks may stop apart: the latest release, the most iterations
+        return evals.latest(*released)
+    return released

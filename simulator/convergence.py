@@ -88,7 +88,7 @@ class Evaluations:
             while self.points and self.points[0] <= iteration:
                 self.points.pop(0)
         else:
-            due = (self.every_it and iteration >= self.next_it) or (self.every_s and t >= self.next_s)
+            due = bool(self.every_it and iteration >= self.next_it) or bool(self.every_s and t >= self.next_s)
         if not due:
             self.last = None  # the model has changed since the last evaluation
             return []
@@ -99,7 +99,9 @@ class Evaluations:
         return self.rows(t, iteration, W)
 
     def final(self, t: float, iteration: int, W: np.ndarray) -> list[tuple]:
-        return [] if self.last == (t, iteration) else self.rows(t, iteration, W)
+        """The evaluation at the end, unless the last round's was at the same point; with ``points``, always (the
+        run being replayed has its own final evaluation)."""
+        return [] if self.points is None and self.last == (t, iteration) else self.rows(t, iteration, W)
 
 
 def replay(

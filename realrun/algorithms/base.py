@@ -53,6 +53,9 @@ class Exchange:
     #: the model, the native core's buffers, the messages in flight): measured by tests/benchmarks/bench_footprint.py
     #: and rounded up; ``run`` and ``calibrate`` estimate their ranks' memory from it (:mod:`..footprint`)
     bytes_per_parameter: float
+    #: the run keeps a central model (a parameter server's), which its evaluations evaluate instead of the replicas'
+    #: mean (:meth:`central_models`)
+    central = False
 
     def __init__(self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink):
         self.scenario, self.rules, self.comm, self.replica = scenario, rules, comm, replica
@@ -99,6 +102,11 @@ class Exchange:
 
     def close(self) -> None:
         """Collective: finish the exchange and hand over every row still held."""
+
+    def central_models(self) -> list[tuple[float, int, np.ndarray]]:
+        """Rank 0, after :meth:`close`, where the run keeps a central model: (t, iterations, model) at each of its
+        evaluation points after the first, the last one its final model."""
+        return []
 
 
 def exchange_class(record: Algorithm, backend: str) -> type[Exchange]:

@@ -3,7 +3,8 @@
 The server is one thread on rank 0 with its own duplicated communicator, as the simulator models it: P workers (rank
 0 computes too) and a server that takes one push at a time, in the order the pushes arrive, and answers each before
 taking the next. It starts from rank 0's initial model. A push is one message of the worker's vector (float32, the
-bytes the simulator charges; rank 0 hands its own to the thread in the process, :mod:`.service`); the reply is the
+bytes the simulator charges) and its iteration (4 bytes more; rank 0 hands its own to the thread in the process,
+:mod:`.service`); the reply is the
 server's answer with the update's index k (the ``round`` of the push, counted from 0) in its last 8 bytes. A worker
 waits for its reply and continues from it; its model is then ``model_version`` k + 1. Each rank writes the
 ``rounds`` rows of its own pushes (kind ``push``, ``t_trigger`` its post, ``t_done`` the reply's arrival). Real runs
@@ -22,20 +23,26 @@ ends once every worker has.
   server replies with d = a(x − w̃) and sets w̃ ← w̃ + d, the worker sets x ← x − d. A local step's round is its
   worker's next push (−1 after the last).
 
-Rank 0's evaluations are of its own replica (worker 0), not of the server's model.
+Evaluations are of the server's model, as the simulator's (worker −1): the server keeps a copy of its model after each
+push that the simulator's schedule makes an evaluation point (the pushing worker's iterations being the model's, as
+the replay counts them), and the evaluations are made when the run ends (:mod:`..evaluation`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row
 from stragglerlab.realrun.algorithms.service import Service
+from stragglerlab.realrun.clock import RunClock
+from stragglerlab.realrun.evaluation import STAND_IN, Unevaluated
 from stragglerlab.simulator.algorithms.server import PUSH
+from stragglerlab.simulator.convergence import Evaluations
 from stragglerlab.simulator.replicas import sgd
 
 #: the server's answer to a push: (the server's model, which it may change in place; the pushed vector) -> reply
@@ -44,10 +51,14 @@ Serve = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 class ParameterServer:
     """Rank 0's thread: serves pushes one at a time, in the order they arrive, until each of the ``workers`` has
-    sent its empty push (it has stopped)."""
+    sent its empty push (it has stopped). After each push it asks ``schedule`` (the simulator's evaluation schedule,
+    given the pushing worker's iterations) whether its model is to be evaluated, and keeps a copy then
+    (:attr:`points`)."""
 
-    def __init__(self, service: Service, w0: np.ndarray, workers: int, serve: Serve):
+    def __init__(self, service: Service, w0: np.ndarray, workers: int, serve: Serve, schedule: Any, clock: RunClock):
         self.service, self.w, self.workers, self.serve = service, w0.astype(np.float64), workers, serve
+        self.schedule, self.clock = schedule, clock
+        self.points: list[tuple[float, int, np.ndarray]] = []  # (t, iterations, model) at each evaluation point
         self.thread = threading.Thread(target=self._run, name="stragglerlab-parameter-server", daemon=True)
 
     def _run(self) -> None:
@@ -59,8 +70,11 @@ class ParameterServer:
             if len(pushed) == 0:  # a worker has stopped: no reply
                 stopped += 1
                 continue
-            reply[:d] = self.serve(self.w, pushed.astype(np.float64))
+            reply[:d] = self.serve(self.w, pushed[:d].astype(np.float64))
             reply[d:].view(np.int64)[0] = k
+            t, iterations = self.clock.now(), int(pushed[d]) + 1
+            if self.schedule.after_round(t, iterations, STAND_IN):
+                self.points.append((t, iterations, self.w.copy()))
             self.service.answer(rank, reply)
             k += 1
         self.service.close()
@@ -73,17 +87,21 @@ class ServerExchange(Exchange):
     identical = False
     bytes_per_parameter = 40
 
+    central = True
+
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.link = comm.Dup()
-        self.service = Service(self.link, np.zeros(self.d, dtype=np.float32))
+        self.service = Service(self.link, np.zeros(self.d + 1, dtype=np.float32))
+        self.push = np.zeros(self.d + 1, dtype=np.float32)  # the pushed vector, then the worker's iteration
         self.reply = np.zeros(self.d + 2, dtype=np.float32)
         self.version = 0
         self.waiting: list[tuple] = []  # (n, t_start, t_post, t_done, version) of local steps until their push
         self.server = None
         if self.rank == 0:
             w0 = self.replica.host(self.replica.params())
-            self.server = ParameterServer(self.service, w0, self.size, self.serve)
+            schedule = Evaluations(scenario, Unevaluated())
+            self.server = ParameterServer(self.service, w0, self.size, self.serve, schedule, clock)
             self.server.thread.start()
 
     @classmethod
@@ -117,7 +135,9 @@ class ServerExchange(Exchange):
         if not self.rules.exchanges(n):
             self.waiting.append((n, t_start, t_post, self.clock.now(), self.version))
             return None
-        self.service.ask(self.pushed(g), self.reply)
+        self.push[: self.d] = self.pushed(g)
+        self.push[self.d] = n
+        self.service.ask(self.push, self.reply)
         k = int(self.reply[self.d :].view(np.int64)[0])
         self.received(self.reply[: self.d])
         t_done = self.clock.now()
@@ -143,6 +163,10 @@ class ServerExchange(Exchange):
             self.server.thread.join()
         self.comm.Barrier()
         self.link.Free()
+
+    def central_models(self):
+        assert self.server is not None, "rank 0 keeps the server"
+        return [*self.server.points, (self.clock.now(), self.rules.N, self.server.w.copy())]
 
 
 class AsyncPsExchange(ServerExchange):

@@ -143,6 +143,8 @@ def format_time_to_target(table: pd.DataFrame) -> str:
             "real [s]": rows["time_to_target_real"],
             "predicted [s]": rows["time_to_target_sim"],
             "err %": 100 * rows["time_to_target_error"],
+            "real it": rows["iterations_to_target_real"],
+            "predicted it": rows["iterations_to_target_sim"],
         }
     )
     text = shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")

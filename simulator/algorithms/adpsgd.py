@@ -147,14 +147,14 @@ def apply(
     worker, n_of = rounds["initiator"].to_numpy(), rounds["round"].to_numpy()
     start, j_of = rounds["t_trigger"].to_numpy(), rounds["group"].to_numpy()
     version = np.zeros(len(rounds), dtype=np.int64)
-    for r in np.flatnonzero(j_of >= 0):
-        version[r] = np.searchsorted(t_done[j_of[r]], start[r], side="right")
+    for e in np.flatnonzero(j_of >= 0).tolist():
+        version[e] = np.searchsorted(t_done[j_of[e]], start[e], side="right")
     own = np.full(t_done.shape, -1, dtype=np.int64)
     own[worker, n_of] = np.arange(len(rounds))
     queues: list[deque[int]] = [deque() for _ in range(P)]  # the serves of each worker's thread, in order
-    for r in np.lexsort((n_of, worker, t_post[worker, n_of], start)):
-        if j_of[r] >= 0:
-            queues[j_of[r]].append(int(r))
+    for e in np.lexsort((n_of, worker, t_post[worker, n_of], start)).tolist():
+        if j_of[e] >= 0:
+            queues[j_of[e]].append(e)
     held = np.zeros_like(W)
     answers: dict[int, np.ndarray] = {}
     done = np.zeros(P, dtype=np.int64)  # iterations each worker has completed
@@ -183,8 +183,8 @@ def apply(
         for i in range(P):
             if done[i] >= counts[i]:
                 continue
-            r = own[i, done[i]]
-            if j_of[r] >= 0 and r not in answers:
+            exchange = int(own[i, done[i]])
+            if j_of[exchange] >= 0 and exchange not in answers:
                 continue  # its own exchange is not served yet
             if queues[i] and version[queues[i][0]] <= done[i]:
                 continue  # its thread serves first
@@ -196,7 +196,7 @@ def apply(
         rows = np.array(ready, dtype=np.int64)
         n = done[rows]
         G, _ = workload.gradient(W[rows], workload.batches(rows, n))
-        for i, k in zip(rows, n, strict=True):
+        for i, k in zip(rows.tolist(), n.tolist(), strict=True):
             r = int(own[i, k])
             W[i] = (answers.pop(r) if j_of[r] >= 0 else W[i]) + held[i]
             held[i] = 0.0

@@ -11,6 +11,7 @@ import pytest
 
 from stragglerlab.analysis.runfolder import Run, load_run
 from stragglerlab.realrun.convergence import TOLERANCE, compare
+from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import simulate, train
 from stragglerlab.simulator.scenario import from_dict
 from stragglerlab.simulator.workloads import load as load_workload
@@ -43,7 +44,7 @@ global_period = 8
 [evals]
 every_iterations = 6
 """
-#: every algorithm with a real model path that keeps the replicas' mean as its model, and its options
+#: every algorithm with a real model path, and its options
 CASES: dict[str, dict[str, str]] = {
     "sync": {},
     "eager-solo": {"late": '"accumulate"'},
@@ -55,12 +56,14 @@ CASES: dict[str, dict[str, str]] = {
     "d-psgd": {},
     "sgp": {},
     "ad-psgd": {},
+    "async-ps": {},
+    "easgd": {},
 }
 
 
 def real_run(tmp, text: str, sets: list[str], extra: tuple[str, ...] | list[str] = ()) -> Run:
     """The real run of the scenario ``text`` with ``--set`` overrides, on P ranks, in ``tmp / "run"``."""
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     path = tmp / "scenario.toml"
     path.write_text(text)
@@ -73,7 +76,7 @@ def real_run(tmp, text: str, sets: list[str], extra: tuple[str, ...] | list[str]
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, native_ready) -> dict[str, Run]:
     """A real run of every case, all in one job (each rank starts Python, MPI and torch once)."""
-    from stragglerlab.realrun.commands.run import launch
+    from stragglerlab.realrun.mpiexec import launch
 
     tmp = tmp_path_factory.mktemp("runs")
     scenarios = []
@@ -118,7 +121,11 @@ def test_moving_one_contribution_to_another_round_makes_the_replay_disagree(runs
 def final_replicas(scenario, run: Run) -> np.ndarray:
     """The replicas at the end of the replay of ``run``'s tables."""
     seen = []
-    list(train(scenario, load_workload(scenario), run.iterations, run.rounds, lambda e, m, W: seen.append(W.copy())))
+    list(
+        train(
+            plan(scenario), load_workload(scenario), run.iterations, run.rounds, lambda e, m, W: seen.append(W.copy())
+        )
+    )
     return seen[-1]
 
 
@@ -169,7 +176,7 @@ def test_batchnorm_buffers_stay_each_replicas_own_and_the_mean_is_evaluated_with
     scenario = from_dict(run.meta["scenario"])
     workload = load_workload(scenario)
     seen = []
-    list(train(scenario, workload, run.iterations, run.rounds, lambda e, m, W: seen.append(W.copy())))
+    list(train(plan(scenario), workload, run.iterations, run.rounds, lambda e, m, W: seen.append(W.copy())))
     buffers = workload.replica_buffers
     assert np.abs(buffers - buffers[0]).max() > 1e-3
     if algorithm == "sync":
