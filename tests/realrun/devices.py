@@ -51,7 +51,12 @@ def real_run(out: Path, model: str, device: str, name: str) -> Path:
     folder = out / name
     sets = ["--set", f"workload.model={model}", "--set", f"workload.device={device}"]
     command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario), "--np", "2", *sets, "-o", str(folder)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # TF32 off: on recent GPUs cuDNN's convolutions default to it, 10 bits of mantissa where the CPU keeps float32's 23
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        NVIDIA_TF32_OVERRIDE="0",
+    )
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=TIMEOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr}")

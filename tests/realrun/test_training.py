@@ -16,7 +16,7 @@ from stragglerlab.simulator.run import simulate, train
 from stragglerlab.simulator.scenario import from_dict
 from stragglerlab.simulator.workloads import load as load_workload
 from tests.processes import run_bounded
-from tests.realrun.conftest import ROOT, environment
+from tests.realrun.conftest import ROOT, environment, stragglerlab
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(300)]
@@ -99,6 +99,15 @@ def test_every_evaluation_of_a_real_run_is_its_replay(runs, algorithm):
     assert table["loss_error"].max() <= TOLERANCE, table.to_string()
     assert (table["accuracy_real"] - table["accuracy_sim"]).abs().max() <= 1 / 819  # one test sample at most
     assert table["loss_real"].iloc[-1] < 0.9 * table["loss_real"].iloc[0]  # it trained
+
+
+def test_validate_convergence_says_every_real_run_agrees(runs, tmp_path):
+    folders = [str(run.path) for run in runs.values()]
+    proc = stragglerlab("validate", *folders, "--convergence", "-o", str(tmp_path / "val"), timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()[1 : 1 + len(runs)]
+    assert [line.split()[1] for line in lines] == list(runs)
+    assert all(line.split()[-1] == "yes" for line in lines), proc.stdout
 
 
 def test_the_straggler_s_late_gradients_went_into_later_rounds_or_were_dropped(runs):
