@@ -6,15 +6,16 @@ workers start with it, one at a time, first come first served (requests of one i
 starts at max(t_post(n, i), when j's thread is free) and takes two messages, t_done = start + 2·p2p(n); j itself
 computes on meanwhile. **(choice)** p2p(n) is a message's time when every worker sends one at once (to the next, i → i +
 1), as the workers' exchanges overlap when balanced: links they share (a node's, the fabric) are shared; inside a node
-or across, whichever the pair is. At the start w_i, w_j ← (w_i + w_j)/2, then i applies its gradient step (taken on the
-model it had when it started the iteration; exchanges it served meanwhile are in the model it steps).
+or across, whichever the pair is. At the start j moves halfway toward the model i sent, and at its release i takes
+their average, plus what its own thread served meanwhile, and applies its gradient step (its gradient and the model it
+sent are its model as its last step left it): :func:`apply`.
 
 Rounds: one row per exchange (kind ``gossip``): ``round`` n, ``initiator`` i, ``t_trigger`` the start (when j's
 thread takes it), ``t_done``, ``contributors`` 2, ``fresh`` 1 (i's own iteration; j's model is whatever it holds),
 ``group`` j. With one worker there is no peer: the iteration is released at its post (``group`` −1, 1 contributor).
 
 With a time budget (``duration``), a worker stops at its first exchange that completes at or after it; its thread
-still serves the others' exchanges (its model stays as it was).
+still serves the others' exchanges (which move its model as always).
 
 The fast engine (:mod:`stragglerlab.simulator.fast.adpsgd`) takes the posts in the same order, a batch of posts that
 commute at a time.
