@@ -68,6 +68,7 @@ class MeanEvaluations:
         self.points: list[tuple[float, int, tuple[str, int]]] = []  # rank 0: (t, iteration, key) yet to evaluate
         self.copies: dict[tuple[str, int], Copy] = {}  # this rank's replica at each point, by key
         self.completed = 0  # rounds completed on this rank
+        self.settled = False  # this rank's last iteration completed a round (its replica has not changed since)
         self.requests = 0  # requests sent (rank 0) or received
 
     def _own(self) -> Copy:
@@ -86,6 +87,7 @@ class MeanEvaluations:
         each request that has come. (A central model's server keeps its own copies.)"""
         if self.exchange.central:
             return
+        self.settled = completed is not None
         if completed is not None:
             key = ("round", self.completed)
             self.completed += 1
@@ -122,11 +124,15 @@ class MeanEvaluations:
         the rows, the final one last."""
         own = self._own()
         if self.exchange.central:
-            points = self.exchange.central_models() if self.rank == 0 else []
+            points = self.exchange.central_models(t_end, iterations) if self.rank == 0 else []
             self._evaluate([(t, it, (w, own[1])) for t, it, w in points], mean_buffers=True)
             return
+        # the last evaluation point is the end of training only if every rank's replica is as its last round left it,
+        # the same round on every rank (a free-running LSGD worker steps on after its last exchange, rank 0 or not)
+        ends = self.comm.allgather((self.settled, self.completed))
+        settled = all(done for done, _ in ends) and len({rounds for _, rounds in ends}) == 1
         if self.schedule is not None:
-            final = self.schedule.final(t_end, iterations, STAND_IN)
+            final = (self.schedule.final if settled else self.schedule.rows)(t_end, iterations, STAND_IN)
             self.points += [(t, it, FINAL) for t, it, worker, _, _ in final if worker < 0]
         keys = self.comm.bcast([key for _, _, key in self.points] if self.rank == 0 else None, root=0)
         if self.rank != 0:

@@ -103,9 +103,9 @@ class Exchange:
     def close(self) -> None:
         """Collective: finish the exchange and hand over every row still held."""
 
-    def central_models(self) -> list[tuple[float, int, np.ndarray]]:
+    def central_models(self, t_end: float, iterations: int) -> list[tuple[float, int, np.ndarray]]:
         """Rank 0, after :meth:`close`, where the run keeps a central model: (t, iterations, model) at each of its
-        evaluation points after the first, the last one its final model."""
+        evaluation points after the first, then its final model at (``t_end``, ``iterations``)."""
         return []
 
 

@@ -164,9 +164,9 @@ class ServerExchange(Exchange):
         self.comm.Barrier()
         self.link.Free()
 
-    def central_models(self):
+    def central_models(self, t_end, iterations):
         assert self.server is not None, "rank 0 keeps the server"
-        return [*self.server.points, (self.clock.now(), self.rules.N, self.server.w.copy())]
+        return [*self.server.points, (t_end, iterations, self.server.w.copy())]
 
 
 class AsyncPsExchange(ServerExchange):
