@@ -48,7 +48,7 @@ def scenario_of(run: Run) -> Scenario:
     except ScenarioError as err:
         raise UserError(str(err)) from None
     if scenario.workload.model == "none":
-        raise UserError(f"{run.path}: a timing-only run (workload.model = none) has no evaluations to replay")
+        raise UserError(f"{run.path}: a timing-only run (workload.model = none) trains no model")
     if run.evals.empty:
         raise UserError(f"{run.path}: the run has no evaluations")
     return scenario

@@ -11,6 +11,7 @@ through the simulator's convergence replay and puts every evaluation beside the 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -187,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--repeat {args.repeat}: must be at least 1")
     if args.target_loss is not None and not args.predict:
         raise UserError("--target-loss: the time to a loss is predicted out of sample; give --predict OTHER")
+    if args.target_loss is not None and not math.isfinite(args.target_loss):
+        raise UserError(f"--target-loss {args.target_loss}: must be a finite number")
     calibration = read_calibration(args.calibration) if args.calibration else None
     runs = [load_run(p) for p in args.runs]
     table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])

@@ -90,6 +90,9 @@ def test_validate_convergence_errors_are_one_line(tmp_path):
         assert len(proc.stderr.strip().splitlines()) == 1
     proc = stragglerlab("validate", str(real.path), "--target-loss", "0.5", "-o", str(tmp_path / "out"))
     assert proc.returncode == 2 and "give --predict OTHER" in proc.stderr
+    argv = [str(real.path), "--predict", str(real.path), "--target-loss", "nan", "-o", str(tmp_path / "out")]
+    proc = stragglerlab("validate", *argv)
+    assert proc.returncode == 2 and "--target-loss nan: must be a finite number" in proc.stderr
     with pytest.raises(UserError, match="every_seconds"):
         replay_run(by_seconds)
     # an exchange whose replicas are identical after every round evaluates by seconds exactly: no refusal
