@@ -54,7 +54,9 @@ def real_run(out: Path, model: str, device: str, name: str) -> Path:
     # TF32 off: on recent GPUs cuDNN's convolutions default to it, 10 bits of mantissa where the CPU keeps float32's 23
     env = dict(
         os.environ,
-        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        # the checkout's root after what the environment sets: its tests import, its stragglerlab/ folder (not the
+        # package as installed) shadows nothing
+        PYTHONPATH=os.pathsep.join(p for p in [os.environ.get("PYTHONPATH", ""), str(ROOT)] if p),
         NVIDIA_TF32_OVERRIDE="0",
     )
     proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=TIMEOUT)
