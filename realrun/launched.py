@@ -18,6 +18,7 @@ ranks' part of one block: ``SCENARIO.json FOLDER BACKEND``."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import traceback
@@ -66,7 +67,12 @@ def main(argv: list[str]) -> None:
     except Exception as err:  # a failure on one rank would leave the others waiting in their next collective
         if not isinstance(err, UserError):
             traceback.print_exc()
-        _failure(Path(folder)).write_text(str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}")
+        # each rank writes its own file and renames it into place: every rank fails alike, and one rank's Abort may
+        # kill another between its truncating the shared file and writing it, which left the launcher an empty reason
+        failure = _failure(Path(folder))
+        mine = failure.with_name(f"{failure.name}.{MPI.COMM_WORLD.rank}")
+        mine.write_text(str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}")
+        os.replace(mine, failure)
         MPI.COMM_WORLD.Abort(1)
 
 
