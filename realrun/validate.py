@@ -162,13 +162,17 @@ def call_model(waits: np.ndarray) -> dict[str, Any] | None:
     (constant when that is narrower than 1 %); None when there are none (every call waited for an exchange) or they
     are all 0 (a simulated run). **(choice)** Quartiles, not the mean and cv: a real call that waited for an exchange
     the simulation did not give it (LSGD's trigger, which counts posts, one post apart) waits tens of milliseconds,
-    and a few of those would set the cost of every call."""
+    and a few of those would set the cost of every call. **(choice)** Its sigma is at most the one that gives the
+    calls' own mean: where such calls are many (a quarter or more), the quartiles straddle two modes, and their
+    lognormal's tail (cv 100 and over for eager-solo's calls on shared cores) would cost tens of times what the calls
+    did."""
     if not waits.size or waits.mean() <= 0:
         return None
     q25, median, q75 = np.percentile(waits, [25, 50, 75])
     if q25 <= 0:
         return compute_model(waits)
-    sigma = quartile_sigma(q25, q75)
+    mean = float(waits.mean())
+    sigma = min(quartile_sigma(q25, q75), math.sqrt(2 * math.log(mean / median)) if mean > median else 0.0)
     return lognormal_model(float(median * math.exp(sigma**2 / 2)), lognormal_cv(sigma))
 
 

@@ -125,6 +125,21 @@ def test_a_few_calls_that_waited_for_an_exchange_do_not_set_the_call_cost():
     assert call_model(np.zeros(5)) is None and call_model(np.array([])) is None
 
 
+def test_a_call_cost_fitted_across_two_modes_never_costs_more_than_the_calls_did():
+    rng = np.random.default_rng(2)
+    # half the released calls cost 0.1 ms, the other half waited 5-20 ms for an exchange the simulation did not give
+    # them: the quartiles straddle both modes, and their lognormal (cv about 30) would cost 40x the calls' mean
+    waits = np.r_[rng.lognormal(math.log(1e-4), 0.3, 550), rng.uniform(5e-3, 2e-2, 450)]
+    q25, median, q75 = np.percentile(waits, [25, 50, 75])
+    fitted = call_model(waits)
+    assert fitted["mean"] == pytest.approx(waits.mean(), rel=1e-9)  # the mean bound holds, and binds
+    sigma = math.sqrt(math.log1p(fitted["cv"] ** 2))
+    assert fitted["mean"] / math.exp(sigma**2 / 2) == pytest.approx(median, rel=1e-9)  # the median is the calls'
+    assert sigma < math.log(q75 / q25) / 1.3489795  # narrower than the quartiles' lognormal
+    # a mean at or under the median (few calls above it) leaves a constant at the median
+    assert call_model(np.r_[np.full(60, 2e-3), np.full(40, 1e-3)]) == {"dist": "constant", "mean": pytest.approx(2e-3)}
+
+
 def test_a_perturbed_run_reports_the_error_put_there(tmp_path):
     original = simulated_real(tmp_path, "original", **{"algorithm.name": "sync"})
     perturbed = as_real(original.path, tmp_path / "perturbed", stretched(2.0))
