@@ -83,9 +83,10 @@ from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.algorithms.sync import bucketed_end
 from stragglerlab.simulator.imbalance import Spread
-from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD, WORLD
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, message_bytes
-from stragglerlab.simulator.run import simulate
+from stragglerlab.simulator.plan import plan
+from stragglerlab.simulator.run import run_engine, simulate
 from stragglerlab.simulator.scenario import Scenario, from_dict, to_dict
 
 #: default message sizes (bytes per rank), 4 kB … 4 MiB
@@ -98,7 +99,7 @@ BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.k
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
 STALL_FENCE = 1.5  # interquartile ranges above the third quartile, in log: Tukey's fence
 #: a row of the cost table: kind, ranks, bytes, seconds and how single rounds vary about them
-Row = tuple[str, int, float, float, Spread]
+Row = tuple[str, int, int, float, float, Spread]  # kind, ranks, world, bytes, seconds, spread
 
 
 def ddp_rounds(backend: str, model: str) -> bool:
@@ -234,6 +235,7 @@ class Measurement:
     launched: bool = False  # each block in processes of its own
     ranks: int = 0
     scenarios: dict[tuple[str, float], dict[str, Any]] = field(default_factory=dict)
+    covered: dict[str, list[str]] = field(default_factory=dict)  # an algorithm not run -> those whose rounds it has
 
 
 class Blocks(Protocol):
@@ -293,6 +295,10 @@ def measure(
         variants = [{"workload.buckets": b} for b in dict.fromkeys([base.workload.buckets, 1])]
     else:
         variants = [{"workload.model": "none", "workload.params": max(n // 4, 1), "workload.buckets": 1} for n in sizes]
+    covered = covering(base, names, P, block)
+    names = [name for name in names if name not in covered]
+    if blocks.deciding:
+        out.covered = covered
     bar = tqdm(
         total=len(names) * len(variants) * max_blocks,
         desc=f"calibrate: rounds at {P} ranks",
@@ -334,6 +340,41 @@ def measure(
                     for (kind, ranks_), figure in figures.items():
                         out.rounds[(name, kind, ranks_, exchanged)] = figure
     return out if blocks.deciding else None
+
+
+def covering(base: Scenario, names: Sequence[str], P: int, block: int) -> dict[str, list[str]]:
+    """The algorithms of ``names`` not worth running over ``P`` ranks, each with the others whose rounds it has:
+    every round kind of it (at the rank count the simulator prices it at) another of ``names`` has more often per
+    iteration. **(choice)** The table holds a row per kind, not per algorithm, so such an algorithm's blocks would only
+    add rounds to rows measured to the same stopping rule anyway, and rare rounds make its blocks the longest (local
+    SGD's one round per ``period`` iterations took 5 minutes for two sizes where sync took one for five). Algorithms
+    with the same kinds as often (eager-solo and quorum, the gossip ones) all run, as they pool their rounds in the
+    same rows; a server's pushes, which no recorded kind names, are always measured."""
+    kinds = {}
+    for name in names:
+        scenario = block_scenario(base, name, P, block, {})
+        rates = round_rates(scenario)
+        kinds[name] = {(kind, ranks): rates.get(kind, 0.0) for (kind, _), ranks in kind_ranks(scenario).items()}
+
+    def more_often(other: str, name: str) -> list[tuple[str, int]]:
+        return [k for k, rate in kinds[name].items() if kinds[other].get(k, 0.0) > rate]
+
+    # the algorithm with a kind most often is never left out, so each kind left out is measured by one that runs
+    left = [n for n in names if kinds[n] and set(kinds[n]) <= {k for o in names for k in more_often(o, n)}]
+    return {n: [o for o in names if o not in left and more_often(o, n)] for n in left}
+
+
+def round_rates(scenario: Scenario) -> dict[str, float]:
+    """Rounds of each kind per iteration in a simulation of ``scenario`` (timing-only, at least 64 iterations)."""
+    found: dict[str, set[int]] = {}
+
+    def count(block: Any) -> None:
+        for kind, r in zip(block["kind"], block["round"], strict=True):
+            found.setdefault(str(kind), set()).add(int(r))
+
+    iterations = max(scenario.iterations, 64)
+    run_engine(plan(scenario.replace(iterations=iterations, engine="reference")), "reference", lambda _: None, count)
+    return {kind: len(rounds) / iterations for kind, rounds in found.items()}
 
 
 def block_scenario(base: Scenario, name: str, P: int, iterations: int, keys: dict[str, Any]) -> Scenario:
@@ -380,25 +421,26 @@ def spread(samples: Sequence[float]) -> Spread:
 
 
 def table_rows(measured: Sequence[Measurement]) -> list[Row]:
-    """The cost table: one row per (kind, ranks, bytes), the mean over the algorithms that measured it and the spread
-    of their single rounds (:func:`spread`); the sync rounds over all of a measurement's ranks once more as
-    ``allreduce``, which serves a kind the table has no rows of at that rank count."""
-    pooled: dict[tuple[str, int, float], list[float]] = {}
+    """The cost table: one row per (kind, ranks, job's ranks, bytes), the mean over the algorithms that measured it
+    and the spread of their single rounds (:func:`spread`); the sync rounds over all of a measurement's ranks once more
+    as ``allreduce``, which serves a kind the table has no rows of at that rank count. **(choice)** The job's rank
+    count is part of a row: WAGMA's groups reduce side by side, and a group of 2 beside another rank (a 3-rank job)
+    took 1.8 times what it took alone (a 2-rank job), so pooling them priced both as neither."""
+    pooled: dict[tuple[str, int, int, float], list[float]] = {}
     for m in measured:
         for (_, kind, ranks, nbytes), figure in m.rounds.items():
-            pooled.setdefault((kind, ranks, nbytes), []).extend(figure.samples)
+            pooled.setdefault((kind, ranks, m.ranks, nbytes), []).extend(figure.samples)
     rows = [(*key, float(np.mean(v)), spread(v)) for key, v in sorted(pooled.items())]
-    everyone = {m.ranks for m in measured}
-    return rows + [(ANY_KIND, *row[1:]) for row in rows if row[0] == "sync" and row[1] in everyone]
+    return rows + [(ANY_KIND, *row[1:]) for row in rows if row[0] == "sync" and row[1] == row[2]]
 
 
 def write_table(path: Path, rows: list[Row]) -> None:
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow((*COLUMNS, *SPREAD))
+        writer.writerow((*COLUMNS, *SPREAD, WORLD))
         writer.writerows(
-            (kind, ranks, nbytes, f"{seconds:.6e}", f"{s.cv:.4f}", f"{s.stalls:.4f}", f"{s.stall * seconds:.6e}")
-            for kind, ranks, nbytes, seconds, s in rows
+            (kind, ranks, nbytes, f"{seconds:.6e}", f"{s.cv:.4f}", f"{s.stalls:.4f}", f"{s.stall * seconds:.6e}", world)
+            for kind, ranks, world, nbytes, seconds, s in rows
         )
 
 
@@ -414,12 +456,15 @@ def notes(m: Measurement, tolerance: float) -> list[str]:
         lo, hi = figure.spread()
         stalls = spread(figure.samples).stalls
         lines.append(
-            f"  {name} {kind} over {ranks} ranks, {nbytes:.10g} B: {figure.mean * 1e3:.3f} "
+            f"  {name} {kind} over {ranks if ranks == m.ranks else f'{ranks} of {m.ranks}'} ranks, {nbytes:.10g} B: "
+            f"{figure.mean * 1e3:.3f} "
             f"± {figure.standard_error() * 1e3:.3f} ms, "
             f"{figure.median * 1e3:.3f} ms "
             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks"
             f"{f', {stalls:.0%} stalled' if stalls else ''})"
         )
+    for name, others in m.covered.items():
+        lines.append(f"  {name}: not run, its rounds over {m.ranks} ranks are those of {', '.join(others)}")
     lo, hi = m.gap.spread()
     lines.append(
         f"update gap (round end to next compute): {m.gap.median * 1e3:.3f} ms [{lo * 1e3:.3f}, {hi * 1e3:.3f}]"

@@ -2,12 +2,17 @@
 
 ``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds kind:
 ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no rows of
-its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``. A round's exchange time is interpolated
-linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count: a measured exchange holds
-its whole software cost, so ``network.overhead`` is not added to it. A (kind, rank count) the table has no rows of
-(nor ``allreduce`` rows at that count), or a size outside the measured ones, is priced by the network model of
-``[network]`` (:mod:`.network`, the model ``stragglerlab calibrate --np`` fits to the same measurements), with a
-warning (:class:`Extrapolated`) saying so.
+its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``; an optional ``world`` column is the rank count
+of the job that measured the row, larger than ``ranks`` for the concurrent groups of a WAGMA phase (empty or absent:
+a row for a job of any size, as tables before the column were read). A round's exchange
+time is interpolated linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count and
+job size: a measured exchange holds its whole software cost, so ``network.overhead`` is not added to it, and the
+contention it met. **(choice)** Concurrent groups take only rows measured in a job of their own size: at 3 ranks a
+group of 2 beside a lone rank took 1.8 times what it took alone at 2 ranks, and a row measured with fewer groups
+beside it would price more as if alone. A (kind, rank count, job size) the table has no rows of (nor ``allreduce``
+rows of that count alone), or a size outside the measured ones, is priced by the network model of ``[network]``
+(:mod:`.network`, the model ``stragglerlab calibrate --np`` fits to the same measurements; concurrent groups sharing its
+links), with a warning (:class:`Extrapolated`) saying so.
 Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0):
 ``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled exchange takes beyond the others'
 mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of mean T − stalls · stall. Between
@@ -17,9 +22,7 @@ drawn by :class:`~.imbalance.ExchangeSpread`). ``gossip`` rows, where the table 
 run's rank count, are the whole time of one gossip exchange once the models it needs are posted (as the real harness
 meets it: far more than two messages of alpha and beta where a peer's communication thread serves the exchange), and
 replace the messages the network model sends; without them a gossip exchange is the model's messages. The activation
-token, the other point-to-point messages, a server's service and the lower bound still come from ``[network]``, and
-so does the contention between concurrent rounds: a table measured through the real harness already holds the
-contention its measurements met.
+token, the other point-to-point messages, a server's service and the lower bound still come from ``[network]``.
 """
 
 from __future__ import annotations
@@ -38,15 +41,19 @@ from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.network import NetworkModel, Ranks
 
 COLUMNS = ("kind", "ranks", "bytes", "seconds")
-SPREAD = ("cv", "stalls", "stall")  # the optional columns
-#: (kind, ranks) -> sorted bytes, their seconds, and their cv, stalls and share of the mean in stalls (a row each)
-Table = dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+WORLD = "world"  # the optional column of the job's rank count
+ANY_JOB = 0  # a row's job size where the table does not say it
+SPREAD = ("cv", "stalls", "stall")  # the optional columns of the spread
+#: (kind, ranks, world) -> sorted bytes, their seconds, and their cv, stalls and share of the mean in stalls (a row
+#: each)
+Table = dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 ANY_KIND = "allreduce"
 GOSSIP = "gossip"
 
 
 def read_table(path: Path, origin: str = "network.table") -> Table:
-    """(kind, ranks) -> (sorted bytes, seconds, spread) of a measured table; every flaw is a one-line error."""
+    """(kind, ranks, world) -> (sorted bytes, seconds, spread) of a measured table; every flaw is a one-line
+    error."""
     where = f"{origin}: network.table = {path}"
     try:
         with open(path, newline="") as handle:
@@ -56,22 +63,25 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
             rows = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise ScenarioError(f"{where}: cannot read it as comma-separated values ({err})") from None
-    measured: dict[tuple[str, int], dict[float, tuple[float, tuple[float, float, float]]]] = {}
+    measured: dict[tuple[str, int, int], dict[float, tuple[float, tuple[float, float, float]]]] = {}
     for line, row in enumerate(rows, start=2):
         try:
             kind, ranks = row["kind"].strip(), int(row["ranks"])
             size, seconds = float(row["bytes"]), float(row["seconds"])
             cv, stalls, stall = (float((row.get(name) or "").strip() or 0.0) for name in SPREAD)
+            world = int((row.get(WORLD) or "").strip() or ANY_JOB)
         except (ValueError, AttributeError):
-            spread = ", ".join(SPREAD)
-            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, {spread}])") from None
+            optional = ", ".join((*SPREAD, WORLD))
+            raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, {optional}])") from None
         if not kind or ranks < 1 or not (size > 0 and seconds > 0 and math.isfinite(size) and math.isfinite(seconds)):
             raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
+        if world != ANY_JOB and world < ranks:
+            raise ScenarioError(f"{where}: line {line}: world (the job's rank count) must be >= ranks")
         if not (cv >= 0 and math.isfinite(cv) and 0 <= stalls < 1 and 0 <= stall < math.inf):
             raise ScenarioError(f"{where}: line {line}: cv and stall must be finite and >= 0, stalls in [0, 1)")
         if stalls * stall >= seconds:
             raise ScenarioError(f"{where}: line {line}: stalls x stall must be below seconds (the others' mean > 0)")
-        measured.setdefault((kind, ranks), {})[size] = (seconds, (cv, stalls, stalls * stall / seconds))
+        measured.setdefault((kind, ranks, world), {})[size] = (seconds, (cv, stalls, stalls * stall / seconds))
     if not measured:
         raise ScenarioError(f"{where}: has no measurements")
     table = {}
@@ -97,34 +107,55 @@ class MeasuredModel:
         p = ranks if isinstance(ranks, int) else len(ranks)
         if p <= 1:
             return 0.0
-        key = (kind, p) if (kind, p) in self.table else (ANY_KIND, p)
-        measured = self._interpolated(key, nbytes, kind)
+        measured = self._interpolated(self._key(kind, p, p), nbytes, kind)
         return self.formulas.collective(kind, nbytes, ranks) if measured is None else measured
+
+    def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
+        """Each group's rows measured in a job of this one's size (module doc); the model's concurrent groups, which
+        share its links, for the groups the table lacks."""
+        world = 1 + max(max(g) for g in groups)
+        measured = [
+            0.0 if len(g) <= 1 else self._interpolated(self._key(kind, len(g), world), nbytes, kind) for g in groups
+        ]
+        modelled = self.formulas.concurrent(kind, nbytes, groups) if None in measured else []
+        return [modelled[i] if m is None else m for i, m in enumerate(measured)]
 
     def spread(self, kind: str, nbytes: float, ranks: Ranks) -> Spread:
         """The rows' spread: a gossip exchange's from the gossip rows, any other kind's from its own rows or else the
-        ``allreduce`` ones, at the rank count; where the table has none there, those of the nearest rank count it has
-        (**(choice)**: how single exchanges vary about their mean is the machine's, and the model prices the mean);
-        exact without any."""
+        ``allreduce`` ones, at the rank count; where the table has none there, those of the nearest rank count (and
+        job size) it has (**(choice)**: how single exchanges vary about their mean is the machine's, and the model
+        prices the mean); exact without any."""
         p = ranks if isinstance(ranks, int) else len(ranks)
         kinds = (kind,) if kind == GOSSIP else (kind, ANY_KIND)
-        counts = {r: k for k in reversed(kinds) for k_, r in self.table if k_ == k}  # a kind's own rows first
+        counts = {(r, w): k for k in reversed(kinds) for k_, r, w in self.table if k_ == k}  # a kind's own rows first
         if not counts:
             return Spread()
-        nearest = min(counts, key=lambda r: (abs(math.log(r / p)), -r))
-        sizes, _, spreads = self.table[(counts[nearest], nearest)]
+        nearest = min(counts, key=lambda rw: (abs(math.log(rw[0] / p)), abs(math.log((rw[1] or rw[0]) / p)), -rw[0]))
+        sizes, _, spreads = self.table[(counts[nearest], *nearest)]
         # the share of the mean in stalls is interpolated, not the stall itself, so that it stays below 1 between rows
         cv, stalls, share = (float(np.interp(math.log(nbytes), np.log(sizes), column)) for column in spreads.T)
         return Spread(cv, stalls, share / stalls if stalls > 0 else 0.0)
 
-    def _interpolated(self, key: tuple[str, int], nbytes: float, kind: str) -> float | None:
+    def _key(self, kind: str, p: int, world: int) -> tuple[str, int, int]:
+        """The rows that price ``kind`` over ``p`` ranks in a job of ``world``: its own (of that job size, else of any),
+        else, for an exchange over the whole job, the ``allreduce`` rows of ``p`` ranks."""
+        keys = [(kind, p, world), (kind, p, ANY_JOB)]
+        if p == world:
+            keys += [(ANY_KIND, p, p), (ANY_KIND, p, ANY_JOB)]
+        return next((k for k in keys if k in self.table), keys[0])
+
+    def _interpolated(self, key: tuple[str, int, int], nbytes: float, kind: str) -> float | None:
         """The table's time for ``nbytes`` in rows ``key``; None, with a warning, where it has none."""
-        kind, p = key[0] if key in self.table else kind, key[1]
+        _, p, world = key
         if key not in self.table:
-            measured = sorted({r for k, r in self.table if k in (kind, ANY_KIND)})
-            where = f"measured over {', '.join(map(str, measured))} ranks" if measured else "not measured"
+            jobs = sorted({(r, w) for k, r, w in self.table if k in (kind, ANY_KIND)})
+            alone = sorted({r for r, w in jobs if w in (r, ANY_JOB)})
+            beside = [_over(r, w) for r, w in jobs if w not in (r, ANY_JOB)]
+            parts = ([f"over {', '.join(map(str, alone))} ranks"] if alone else []) + beside
+            where = f"measured {', '.join(parts)}" if jobs else "not measured"
             warnings.warn(
-                f"network.table = {self.name}: no {kind} rounds over {p} ranks ({where}): priced by the network model",
+                f"network.table = {self.name}: no {kind} rounds {_over(p, world)} ({where}): priced by the network "
+                "model",
                 Extrapolated,
                 stacklevel=3,
             )
@@ -132,8 +163,8 @@ class MeasuredModel:
         sizes, seconds, _ = self.table[key]
         if not sizes[0] <= nbytes <= sizes[-1]:
             warnings.warn(
-                f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {kind} rounds measured over "
-                f"{p} ranks ({sizes[0]:g} to {sizes[-1]:g} bytes): priced by the network model",
+                f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {kind} rounds measured "
+                f"{_over(p, world)} ({sizes[0]:g} to {sizes[-1]:g} bytes): priced by the network model",
                 Extrapolated,
                 stacklevel=3,
             )
@@ -141,9 +172,6 @@ class MeasuredModel:
         if len(sizes) == 1:
             return float(seconds[0])
         return float(math.exp(np.interp(math.log(nbytes), np.log(sizes), np.log(seconds))))
-
-    def concurrent(self, kind: str, nbytes: float, groups: Sequence[Sequence[int]]) -> list[float]:
-        return [self.collective(kind, nbytes, g) for g in groups]
 
     def activation(self, p: int) -> float:
         return self.formulas.activation(p)
@@ -158,11 +186,17 @@ class MeasuredModel:
         """The measured exchange for every pair where the table has gossip rows at this rank count, else the
         model's messages."""
         p = 1 + int(max(np.max(src), np.max(dst))) if len(src) else 0
-        if (GOSSIP, p) in self.table:
-            measured = self._interpolated((GOSSIP, p), n, GOSSIP)
+        key = next((k for k in ((GOSSIP, p, p), (GOSSIP, p, ANY_JOB)) if k in self.table), None)
+        if key is not None:
+            measured = self._interpolated(key, n, GOSSIP)
             if measured is not None:
                 return np.full(len(src), measured)
         return self.formulas.gossip(n, src, dst, messages)
 
     def describe(self, p: int, n: float) -> dict[str, float | str]:
         return {**self.formulas.describe(p, n), "table": self.name}
+
+
+def _over(ranks: int, world: int) -> str:
+    """How a message names the rows of ``ranks`` in a job of ``world``."""
+    return f"over {ranks} ranks" if world in (ranks, ANY_JOB) else f"over {ranks} of {world} ranks"

@@ -282,13 +282,13 @@ def test_calibrate_collectives_writes_a_cost_table_that_simulate_loads(native_re
     assert proc.returncode == 0, proc.stderr
     table = tmp_path / "cal.csv"
     rows = table.read_text().splitlines()
-    assert rows[0] == "kind,ranks,bytes,seconds,cv,stalls,stall"
+    assert rows[0] == "kind,ranks,bytes,seconds,cv,stalls,stall,world"
     kinds = {tuple(r.split(",")[:3]) for r in rows[1:]}
     for kind in ("sync", "async", "group", "allreduce", "gossip", "push"):  # gossip: a rounds row per peer
         assert {(kind, "2", "4096"), (kind, "2", "65536")} <= kinds, kind
     for row in rows[1:]:
-        seconds, cv, stalls, stall = map(float, row.split(",")[3:])
-        assert seconds > 0 and cv >= 0 and 0 <= stalls < 1 and 0 <= stalls * stall < seconds
+        seconds, cv, stalls, stall, world = map(float, row.split(",")[3:])
+        assert seconds > 0 and cv >= 0 and 0 <= stalls < 1 and 0 <= stalls * stall < seconds and world == 2
     assert "update gap" in proc.stdout and "] (" in proc.stdout and "standard error over the blocks" in proc.stdout
     scenario = load(fragment)
     assert scenario.network.table == table and scenario.network.allreduce == "native" and scenario.workload.update >= 0
@@ -328,8 +328,10 @@ def test_calibrate_at_two_rank_counts_fits_one_model_that_prices_a_third(native_
     assert proc.returncode == 0, proc.stderr
     assert "network model fitted to every figure over 2, 3 ranks at once" in proc.stdout
     rows = (tmp_path / "cal.csv").read_text().splitlines()[1:]
-    kinds = {tuple(r.split(",")[:2]) for r in rows}
-    assert {("sync", "2"), ("sync", "3"), ("group", "2"), ("allreduce", "2"), ("allreduce", "3")} <= kinds
+    kinds = {(*r.split(",")[:2], r.split(",")[-1]) for r in rows}  # kind, ranks, the job's ranks
+    assert {("sync", "2", "2"), ("sync", "3", "3"), ("allreduce", "2", "2"), ("allreduce", "3", "3")} <= kinds
+    # WAGMA's groups of 2: alone at 2 ranks, beside a lone rank at 3, each a row of its own
+    assert {("group", "2", "2"), ("group", "2", "3")} <= kinds
     # a rank count the table has no rows of is priced by the fitted model, with a warning, not refused
     sets = ["--set", "cluster.workers=4", "--set", "workload.params=1024", "--set", "iterations=3"]
     proc = stragglerlab("simulate", str(fragment), *sets, "-o", str(tmp_path / "sim"))

@@ -321,6 +321,25 @@ def test_launched_blocks_take_at_least_eight_though_three_agree(monkeypatch):
     assert seeds == list(range(7, 15)) and measured.launched and measured.unstable == []
 
 
+def test_an_algorithm_whose_every_kind_another_has_more_often_is_not_run(monkeypatch):
+    base = scenario(
+        **{"cluster.workers": 3, "algorithm.sync_period": 8, "algorithm.period": 16, "algorithm.group_size": 2}
+    )
+    listed = ["wagma", "sync", "eager-solo", "quorum", "local-sgd", "lsgd", "d-psgd", "ad-psgd", "async-ps"]
+    # local SGD averages once per 16 iterations, WAGMA's global average once per 8: the same rows, half as often;
+    # eager-solo and quorum (asynchronous rounds as often), and the gossip ones, all run
+    assert roundtimes.covering(base, listed, 3, 24) == {"local-sgd": ["wagma"]}
+    assert roundtimes.covering(base, ["sync", "local-sgd"], 3, 24) == {}  # sync's rounds are another kind
+    assert roundtimes.covering(base.replace(**{"algorithm.period": 4}), listed, 3, 24) == {}  # now the more often
+    ran = []
+    monkeypatch.setattr(roundtimes, "run_rank", lambda s, *_, **__: ran.append(s.algorithm.name))
+    monkeypatch.setattr(roundtimes, "load_run", lambda folder: folder)
+    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({("average", 3): _block(0.0)}, np.zeros(3), 400))
+    measured = roundtimes.measure(base, roundtimes.InProcess(OneRank()), ["wagma", "local-sgd"], [400], max_blocks=3)
+    assert set(ran) == {"wagma"} and measured.covered == {"local-sgd": ["wagma"]}
+    assert "  local-sgd: not run, its rounds over 2 ranks are those of wagma" in roundtimes.notes(measured, 0.05)
+
+
 def test_a_figures_standard_error_is_that_of_its_blocks_means():
     figure = Figure()
     for k, level in enumerate([1.0, 2.0, 3.0]):

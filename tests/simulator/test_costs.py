@@ -164,6 +164,37 @@ def test_a_measured_table_at_and_between_its_points(tmp_path):
             assert model.collective("sync", nbytes, ranks) == formulas.collective("sync", nbytes, ranks)
 
 
+def test_concurrent_groups_take_only_rows_measured_in_a_job_of_their_size(tmp_path):
+    table = tmp_path / "costs.csv"
+    table.write_text(
+        "kind,ranks,bytes,seconds,world\n"
+        "group,2,1000,1e-3,2\n"  # a group of 2 alone (a 2-rank job)
+        "group,2,1000,2e-3,3\n"  # the same group beside a lone rank (a 3-rank job)
+        "allreduce,4,1000,5e-3,4\n"
+    )
+    keys = {"cluster.workers": 4, "network.table": str(table)}
+    model, formulas = costs(**keys), costs(**{"cluster.workers": 4})
+    assert model.collective("group", 1000, [0, 1]) == pytest.approx(1e-3)
+    assert model.concurrent("group", 1000, [[0, 1], [2]]) == pytest.approx([2e-3, 0.0])
+    # two groups of 2 in a 4-rank job were never measured: the model's groups, sharing its links, with a warning
+    with pytest.warns(
+        Extrapolated, match=r"no group rounds over 2 of 4 ranks \(measured over 2, 4 ranks, over 2 of 3 ranks\)"
+    ):
+        assert model.concurrent("group", 1000, [[0, 1], [2, 3]]) == formulas.concurrent("group", 1000, [[0, 1], [2, 3]])
+    # the allreduce rows of 4 ranks price a group of the whole job, never a group beside others
+    assert model.concurrent("group", 1000, [[0, 1, 2, 3]]) == pytest.approx([5e-3])
+    # a row that does not say its job's size (an empty cell; a table without the column) prices a job of any size
+    some = tmp_path / "some.csv"
+    some.write_text("kind,ranks,bytes,seconds,world\ngroup,2,1000,3e-3,\nallreduce,4,1000,5e-3,\n")
+    old = costs(**{**keys, "network.table": str(some)})
+    assert old.concurrent("group", 1000, [[0, 1], [2, 3]]) == pytest.approx([3e-3, 3e-3])
+    assert old.concurrent("group", 1000, [[0, 1, 2, 3]]) == pytest.approx([5e-3])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("kind,ranks,bytes,seconds,world\ngroup,4,1000,1e-3,2\n")
+    with pytest.raises(ScenarioError, match="line 2: world"):
+        costs(**{"network.table": str(bad)})
+
+
 @pytest.mark.parametrize("name", ["d-psgd", "sgp", "ad-psgd"])
 def test_a_measured_gossip_exchange_replaces_the_messages_the_model_sends(tmp_path, name):
     P, n, T = 4, 4e5, 7e-4  # a measured exchange of 400 kB among 4 ranks

@@ -30,8 +30,9 @@ def spread_scenario(tmp_path, name: str, spread: Spread | None = STALLED, **keys
     """``name`` on a table that prices every kind at T (the server by GAMMA) with ``spread`` (None: no spread
     columns)."""
     P = keys.pop("cluster.workers", 4)
-    rows = [(kind, p, size, T) for kind in ("allreduce", "gossip", "push") for p in (1, 2, P) for size in (1, 1e9)]
-    table = pd.DataFrame(rows, columns=["kind", "ranks", "bytes", "seconds"])
+    rows = [(kind, p, size, T, p) for kind in ("allreduce", "gossip", "push") for p in (1, 2, P) for size in (1, 1e9)]
+    rows += [("group", 2, size, T, P) for size in (1, 1e9) if P > 2]  # WAGMA's concurrent groups of 2
+    table = pd.DataFrame(rows, columns=["kind", "ranks", "bytes", "seconds", "world"])
     if spread is not None:
         table["cv"], table["stalls"], table["stall"] = spread.cv, spread.stalls, spread.stall * T
     path = tmp_path / f"costs-{spread}.csv"
