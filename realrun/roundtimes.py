@@ -343,13 +343,13 @@ def measure(
 
 
 def covering(base: Scenario, names: Sequence[str], P: int, block: int) -> dict[str, list[str]]:
-    """The algorithms of ``names`` not worth running over ``P`` ranks, each with the others whose rounds it has:
-    every round kind of it (at the rank count the simulator prices it at) another of ``names`` has more often per
-    iteration. **(choice)** The table holds a row per kind, not per algorithm, so such an algorithm's blocks would only
-    add rounds to rows measured to the same stopping rule anyway, and rare rounds make its blocks the longest (local
-    SGD's one round per ``period`` iterations took 5 minutes for two sizes where sync took one for five). Algorithms
-    with the same kinds as often (eager-solo and quorum, the gossip ones) all run, as they pool their rounds in the
-    same rows; a server's pushes, which no recorded kind names, are always measured."""
+    """The algorithms of ``names`` not worth running over ``P`` ranks, each with the others whose rounds it has: every
+    round kind of it (at the rank count the simulator prices it at) another of ``names`` has more often per iteration.
+    **(choice)** The table holds a row per kind, not per algorithm, so such an algorithm's blocks would only add rounds
+    to rows measured to the same stopping rule anyway, and rare rounds make its blocks the longest (local SGD's one
+    round per ``period`` iterations took 5 minutes for two sizes where sync took one minute for five). Algorithms with
+    the same kinds as often (eager-solo and quorum, the gossip ones) all run, as they pool their rounds in the same
+    rows; a server's pushes, which no recorded kind names, are always measured."""
     kinds = {}
     for name in names:
         scenario = block_scenario(base, name, P, block, {})

@@ -3,16 +3,16 @@
 ``network.table = "costs.csv"`` names a table of measured round times, one row per measurement: ``kind`` (a rounds kind:
 ``sync``, ``async``, ``group``, ``average``, ``leader``; or ``allreduce``, which serves every kind that has no rows of
 its own; or ``gossip``), ``ranks``, ``bytes`` (per rank) and ``seconds``; an optional ``world`` column is the rank count
-of the job that measured the row, larger than ``ranks`` for the concurrent groups of a WAGMA phase (empty or absent:
-a row for a job of any size, as tables before the column were read). A round's exchange
-time is interpolated linearly in log(bytes) and log(seconds) between the measured sizes at its exact rank count and
-job size: a measured exchange holds its whole software cost, so ``network.overhead`` is not added to it, and the
-contention it met. **(choice)** Concurrent groups take only rows measured in a job of their own size: at 3 ranks a
-group of 2 beside a lone rank took 1.8 times what it took alone at 2 ranks, and a row measured with fewer groups
-beside it would price more as if alone. A (kind, rank count, job size) the table has no rows of (nor ``allreduce``
-rows of that count alone), or a size outside the measured ones, is priced by the network model of ``[network]``
-(:mod:`.network`, the model ``stragglerlab calibrate --np`` fits to the same measurements; concurrent groups sharing its
-links), with a warning (:class:`Extrapolated`) saying so.
+of the job that measured the row, larger than ``ranks`` for the concurrent groups of a WAGMA phase (empty or absent: a
+row for a job of any size, as tables before the column were read). A round's exchange time is interpolated linearly in
+log(bytes) and log(seconds) between the measured sizes at its exact rank count and job size: a measured exchange holds
+its whole software cost, so ``network.overhead`` is not added to it, and the contention it met. **(choice)** Concurrent
+groups take only rows measured in a job of their own size: at 3 ranks a group of 2 beside a lone rank took 1.8 times
+what it took alone at 2 ranks, so a row measured beside fewer ranks would price the groups of a larger job as if they
+had the machine to themselves. A (kind, rank count, job size) the table has no rows of (nor ``allreduce`` rows of that
+count alone), or a size outside the measured ones, is priced by the network model of ``[network]`` (:mod:`.network`, the
+model ``stragglerlab calibrate --np`` fits to the same measurements; concurrent groups sharing its links), with a
+warning (:class:`Extrapolated`) saying so.
 Three optional columns say how single exchanges of that row vary about its time T (empty or absent: 0):
 ``stalls``, the fraction of exchanges that stall, ``stall``, the seconds a stalled exchange takes beyond the others'
 mean, and ``cv``, the coefficient of variation of the others, a lognormal bulk of mean T − stalls · stall. Between
