@@ -83,7 +83,7 @@ from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator.algorithms.server import PUSH
 from stragglerlab.simulator.algorithms.sync import bucketed_end
 from stragglerlab.simulator.imbalance import Spread
-from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD, WORLD
+from stragglerlab.simulator.measured import ANY_KIND, COLUMNS, SPREAD, WORLD, over
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, message_bytes
 from stragglerlab.simulator.plan import plan
 from stragglerlab.simulator.run import run_engine, simulate
@@ -295,10 +295,8 @@ def measure(
         variants = [{"workload.buckets": b} for b in dict.fromkeys([base.workload.buckets, 1])]
     else:
         variants = [{"workload.model": "none", "workload.params": max(n // 4, 1), "workload.buckets": 1} for n in sizes]
-    covered = covering(base, names, P, block)
-    names = [name for name in names if name not in covered]
-    if blocks.deciding:
-        out.covered = covered
+    out.covered = covering(base, names, P, block)
+    names = [name for name in names if name not in out.covered]
     bar = tqdm(
         total=len(names) * len(variants) * max_blocks,
         desc=f"calibrate: rounds at {P} ranks",
@@ -456,8 +454,7 @@ def notes(m: Measurement, tolerance: float) -> list[str]:
         lo, hi = figure.spread()
         stalls = spread(figure.samples).stalls
         lines.append(
-            f"  {name} {kind} over {ranks if ranks == m.ranks else f'{ranks} of {m.ranks}'} ranks, {nbytes:.10g} B: "
-            f"{figure.mean * 1e3:.3f} "
+            f"  {name} {kind} {over(ranks, m.ranks)}, {nbytes:.10g} B: {figure.mean * 1e3:.3f} "
             f"± {figure.standard_error() * 1e3:.3f} ms, "
             f"{figure.median * 1e3:.3f} ms "
             f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ({len(figure.samples)} rounds, {len(figure.medians)} blocks"

@@ -130,7 +130,12 @@ class MeasuredModel:
         counts = {(r, w): k for k in reversed(kinds) for k_, r, w in self.table if k_ == k}  # a kind's own rows first
         if not counts:
             return Spread()
-        nearest = min(counts, key=lambda rw: (abs(math.log(rw[0] / p)), abs(math.log((rw[1] or rw[0]) / p)), -rw[0]))
+
+        def distance(rw: tuple[int, int]) -> tuple[float, float, int]:
+            r, w = rw
+            return abs(math.log(r / p)), abs(math.log((r if w == ANY_JOB else w) / p)), -r
+
+        nearest = min(counts, key=distance)
         sizes, _, spreads = self.table[(counts[nearest], *nearest)]
         # the share of the mean in stalls is interpolated, not the stall itself, so that it stays below 1 between rows
         cv, stalls, share = (float(np.interp(math.log(nbytes), np.log(sizes), column)) for column in spreads.T)
@@ -150,11 +155,11 @@ class MeasuredModel:
         if key not in self.table:
             jobs = sorted({(r, w) for k, r, w in self.table if k in (kind, ANY_KIND)})
             alone = sorted({r for r, w in jobs if w in (r, ANY_JOB)})
-            beside = [_over(r, w) for r, w in jobs if w not in (r, ANY_JOB)]
+            beside = [over(r, w) for r, w in jobs if w not in (r, ANY_JOB)]
             parts = ([f"over {', '.join(map(str, alone))} ranks"] if alone else []) + beside
             where = f"measured {', '.join(parts)}" if jobs else "not measured"
             warnings.warn(
-                f"network.table = {self.name}: no {kind} rounds {_over(p, world)} ({where}): priced by the network "
+                f"network.table = {self.name}: no {kind} rounds {over(p, world)} ({where}): priced by the network "
                 "model",
                 Extrapolated,
                 stacklevel=3,
@@ -164,7 +169,7 @@ class MeasuredModel:
         if not sizes[0] <= nbytes <= sizes[-1]:
             warnings.warn(
                 f"network.table = {self.name}: {nbytes:g} bytes per rank is outside the {kind} rounds measured "
-                f"{_over(p, world)} ({sizes[0]:g} to {sizes[-1]:g} bytes): priced by the network model",
+                f"{over(p, world)} ({sizes[0]:g} to {sizes[-1]:g} bytes): priced by the network model",
                 Extrapolated,
                 stacklevel=3,
             )
@@ -197,6 +202,6 @@ class MeasuredModel:
         return {**self.formulas.describe(p, n), "table": self.name}
 
 
-def _over(ranks: int, world: int) -> str:
-    """How a message names the rows of ``ranks`` in a job of ``world``."""
+def over(ranks: int, world: int) -> str:
+    """How a message names exchanges over ``ranks`` ranks in a job of ``world`` (:data:`ANY_JOB`: of any size)."""
     return f"over {ranks} ranks" if world in (ranks, ANY_JOB) else f"over {ranks} of {world} ranks"
