@@ -176,7 +176,7 @@ def with_params(base: NetworkModel, params: dict[str, float], intra: tuple[float
     alpha, beta = params["alpha"], params["beta"]
     inside = intra or (alpha, beta)
     links = Links(alpha, beta, *inside, base.links.per_node, params["message_overhead"], params["fabric_beta"])
-    return NetworkModel(links, params["gamma"], base.allreduce_algorithm, params["overhead"])
+    return NetworkModel(links, params["gamma"], base.allreduce_algorithm, params["overhead"], base.activation_delay)
 
 
 def fit(

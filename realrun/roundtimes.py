@@ -44,7 +44,8 @@ SGD and LSGD have); after each block the median of every round so far is taken, 
 by batch means (the blocks as batches, :meth:`Figure.standard_error`), and measuring stops when the last three medians
 lie within ``tolerance`` (relative, max/min − 1) of each other and the standard error is at most ``tolerance`` of the
 mean, after at least the blocks' ``least`` (3 in one job, 8 launched), or after ``max_blocks`` blocks (the figure is
-then flagged unstable). **(choice)** The mean's precision as well as the median: the table holds the
+then flagged unstable); a kind with r times fewer rounds than the most frequent one of its blocks is held to √r times
+``tolerance`` (:func:`settled`). **(choice)** The mean's precision as well as the median: the table holds the
 mean, which a single stall of a hundred milliseconds among a few hundred rounds of one can double while the median does
 not move. **(choice)** Its standard error, not three running means within ``tolerance``: a running mean moves by
 1/k of a block's difference, so a burst of stalls early on, which the runs after the calibration need not meet, can
@@ -322,8 +323,7 @@ def measure(
                         for key, values in times.items():
                             figures.setdefault(key, Figure()).add(values)
                             rounds += len(values)
-                        stable = all(f.stable(tolerance) for f in figures.values())
-                        done = bool(figures) and stable and b + 1 >= blocks.least
+                        done = bool(figures) and settled(figures, tolerance) and b + 1 >= blocks.least
                     done, rounds = blocks.agree((done, rounds))
                     if done:
                         bar.update(max_blocks - b - 1)
@@ -332,12 +332,22 @@ def measure(
                         more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
                         scenario = scenario.replace(iterations=more)
                 if blocks.deciding:
-                    if not all(f.stable(tolerance) for f in figures.values()):
+                    if not settled(figures, tolerance):
                         out.unstable.append((name, exchanged))
                     out.scenarios[(name, exchanged)] = to_dict(scenario)
                     for (kind, ranks_), figure in figures.items():
                         out.rounds[(name, kind, ranks_, exchanged)] = figure
     return out if blocks.deciding else None
+
+
+def settled(figures: dict[tuple[str, int], Figure], tolerance: float) -> bool:
+    """Whether every figure of one (algorithm, size) is stable: the one of the most rounds to ``tolerance``, one of r
+    times fewer rounds to √r times it. **(choice)** Over the same blocks, a kind with r times fewer rounds (WAGMA's
+    global average every 8th round) has a standard error √r times as large, so held to the same tolerance it keeps
+    every block of the others running to the cap; its error weighs 1/r as much in a simulated iteration, so at √r
+    times the tolerance it still moves the simulated time less than the most frequent kind's error does."""
+    most = max(len(f.samples) for f in figures.values())
+    return all(f.stable(tolerance * math.sqrt(most / max(len(f.samples), 1))) for f in figures.values())
 
 
 def covering(base: Scenario, names: Sequence[str], P: int, block: int) -> dict[str, list[str]]:

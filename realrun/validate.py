@@ -178,13 +178,18 @@ def call_model(waits: np.ndarray) -> dict[str, Any] | None:
 
 #: simulations that refit the call cost on the calls the previous one released at their posts, at most
 CALL_FITS = 3
+#: how close (relative) the fitted activation delay brings a replay's fresh contributions per round to the run's
+FRESH_TOLERANCE = 0.01
 
 
-def trace_driven(run: Run, folder: Path, trace: Path, calibration: Calibration | None = None) -> tuple[Run, np.ndarray]:
+def trace_driven(
+    run: Run, folder: Path, trace: Path, calibration: Calibration | None = None
+) -> tuple[Run, np.ndarray, float | None]:
     """Simulate ``run`` with its own measured compute times (written to ``trace``) into ``folder``; also returns the
     real waits of the calls it released at their posts, which give its call cost: found first on a simulation
     without one, then again on the simulation with the cost fitted, until the calls found no longer change (a call
-    cost moves later posts, and with them which posts come after their round)."""
+    cost moves later posts, and with them which posts come after their round); and the activation delay fitted to
+    the run (:func:`fit_activation`; None where the replay needed none)."""
     make_folder(trace.parent)
     times, update = trace_and_update(run)
     np.save(trace, times)
@@ -204,7 +209,39 @@ def trace_driven(run: Run, folder: Path, trace: Path, calibration: Calibration |
         if np.array_equal(found, released):
             break
         released = found
-    return sim, waits[released]
+    sim, delay = fit_activation(run, sim, scenario, folder)
+    return sim, waits[released], delay
+
+
+def fresh_per_round(run: Run) -> float:
+    """The mean number of contributions a round of ``run`` took fresh (0 without rounds)."""
+    return float(run.rounds["fresh"].mean()) if len(run.rounds) else 0.0
+
+
+def fit_activation(run: Run, sim: Run, scenario: Scenario, folder: Path) -> tuple[Run, float | None]:
+    """``sim``, the replay of ``run`` under ``scenario``, again with ``network.activation_delay`` fitted so that its
+    rounds take as many contributions fresh as the real ones did (bisection to :data:`FRESH_TOLERANCE`, between the
+    scenario's own delay and the run's mean iteration time), and that delay; ``sim`` and None where they already
+    take as many. A rank joins a round fresh when it posts before the round's activation reaches it, and on cores
+    the ranks share, that takes as long as the rank's progress engine waits for a core: more than the token's
+    message, and measured by no calibration, since it would take comparing two ranks' clocks. So the fresh
+    contributions per round, read on one clock each, give it instead, as the parameter server's cost is found from
+    its rounds' times."""
+    target = fresh_per_round(run)
+    if fresh_per_round(sim) >= target * (1 - FRESH_TOLERANCE):
+        return sim, None
+
+    def replay(delay: float) -> Run:
+        return load_run(simulate(scenario.replace(**{"network.activation_delay": delay}), folder, replace=SIMULATED))
+
+    low, high = scenario.network.activation_delay, float(iteration_times(run).mean())
+    while high - low > FRESH_TOLERANCE * high:
+        middle = (low + high) / 2
+        if fresh_per_round(replay(middle)) < target * (1 - FRESH_TOLERANCE):
+            low = middle
+        else:
+            high = middle
+    return replay(high), high
 
 
 def base_compute(run: Run) -> np.ndarray:
@@ -228,15 +265,20 @@ def predict(
     folder: Path,
     calibration: Calibration | None = None,
     call: dict[str, Any] | None = None,
+    activation_delay: float | None = None,
 ) -> Run:
     """Simulate ``other`` from ``runs`` only: its own scenario and imbalance, with the compute distribution fitted
     to the ``runs``' measured compute (their injection taken out), their mean update gap, ``calibration``
-    (default: the first run's network) and ``call``, the ``workload.call`` found from them (default: none)."""
+    (default: the first run's network), ``call``, the ``workload.call`` found from them (default: none), and
+    ``activation_delay``, the ``network.activation_delay`` fitted to them (default: the calibration's)."""
     compute = compute_model(np.concatenate([base_compute(r).ravel() for r in runs]))
     gaps = np.concatenate([update_gaps(r).ravel() for r in runs])
     update = max(float(gaps.mean()), 0.0) if gaps.size else 0.0
     calibration = calibration or {"network": runs[0].meta["scenario"]["network"]}
-    scenario = timing_scenario(other.meta["scenario"], calibration, workload={"compute": compute, "update": update})
+    network = {} if activation_delay is None else {"activation_delay": activation_delay}
+    scenario = timing_scenario(
+        other.meta["scenario"], calibration, workload={"compute": compute, "update": update}, network=network
+    )
     return load_run(simulate(scenario.replace(**{"workload.call": call}), folder, replace=SIMULATED))
 
 
@@ -313,14 +355,17 @@ def validate(
             )
     rows: list[dict] = []
     pairs: dict[str, list[Run]] = {mode: [] for mode in TARGETS}  # per mode: real, simulated, real, ...
-    costs = []
+    costs, delays = [], []
     for name, real in zip(run_names(runs), runs, strict=True):
-        sim, waits = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
+        sim, waits, delay = trace_driven(real, out / "trace" / name, out / "traces" / f"{name}.npy", calibration)
         pairs["trace"] += [real, sim]
         costs.append(waits)
+        delays += [] if delay is None else [delay]
     call = call_model(np.concatenate(costs))
+    delay = float(np.median(delays)) if delays else None
     for name, other in zip(run_names(others), others, strict=True):
-        pairs["out-of-sample"] += [other, predict(runs, other, out / "out-of-sample" / name, calibration, call)]
+        sim = predict(runs, other, out / "out-of-sample" / name, calibration, call, delay)
+        pairs["out-of-sample"] += [other, sim]
     for mode, found in pairs.items():
         for real, sim in zip(found[::2], found[1::2], strict=True):
             rows.append(

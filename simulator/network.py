@@ -6,9 +6,11 @@ The physical parameters, all from ``[network]``: ``alpha``/``beta`` (latency and
 each node's injection and ejection link shared by its ranks), ``intra_alpha``/``intra_beta`` (inside a node, each
 rank's own copy bandwidth), ``fabric_beta`` (the fabric's aggregate bandwidth, shared by every message between
 nodes; 0: never the bottleneck), ``message_overhead`` (LogGP's o: a rank's messages of one step leave one o after
-another), ``gamma`` (seconds per byte a rank adds into its vector), and ``overhead`` (software cost of every round,
-added to its exchange). A step's time is the latest arrival of its messages, each followed by its receiver's
-addition where it reduces.
+another), ``gamma`` (seconds per byte a rank adds into its vector), ``overhead`` (software cost of every round,
+added to its exchange) and ``activation_delay`` (what each step of the activation token's tree adds to its message:
+a rank passing the token on only once its progress engine gets a core, which on cores its ranks share can take far
+longer than the message; 0 by default). A step's time is the latest arrival of its messages, each followed by its
+receiver's addition where it reduces.
 
 The allreduce algorithms (``network.allreduce``): ring, recursive doubling, Rabenseifner, tree, native (what the
 native core does at each size), or ``auto``: whichever of the first four is fastest for the exchange's bytes and
@@ -24,7 +26,7 @@ ranks and p' = 2^⌊log2 p⌋:
 - Rabenseifner: 2⌈log2 p⌉·alpha + 2(p−1)/p·n·beta + (p−1)/p·n·gamma for a power of two, else
   (2⌊log2 p⌋ + 2)·alpha + (2(p'−1)/p' + 2)·n·beta + ((p'−1)/p' + 1)·n·gamma;
 - tree: 2⌈log2 p⌉·(alpha + n·beta) + ⌈log2 p⌉·n·gamma;
-- the activation token: ⌈log2 p⌉·alpha.
+- the activation token: ⌈log2 p⌉·(alpha + activation_delay).
 
 Where messages meet (several ranks of a node sending off it at once, a rank sending to several neighbours, WAGMA's
 groups on shared nodes, a fabric of limited bandwidth) they share the bandwidth, and the model departs from these
@@ -76,6 +78,7 @@ class NetworkModel:
     gamma: float
     allreduce_algorithm: str  # one of schedules.ALLREDUCES, or "auto"
     overhead: float = 0.0  # seconds of software cost per round
+    activation_delay: float = 0.0  # seconds each step of the activation token's tree adds to its message
 
     @classmethod
     def of(cls, scenario: Scenario) -> NetworkModel:
@@ -89,7 +92,7 @@ class NetworkModel:
             net.message_overhead,
             net.fabric_beta,
         )
-        return cls(links, net.gamma, net.allreduce, net.overhead)
+        return cls(links, net.gamma, net.allreduce, net.overhead, net.activation_delay)
 
     def collective(self, kind: str, nbytes: float, ranks: Ranks) -> float:
         """A round's data exchange: an allreduce of ``nbytes`` over ``ranks``, of every ``kind``, plus the overhead."""
@@ -187,7 +190,8 @@ def _allreduce_time(model: NetworkModel, algorithm: str, group: tuple[int, ...],
 
 @lru_cache(maxsize=256)
 def _activation_time(model: NetworkModel, p: int) -> float:
-    return float(model.time(schedules.activation(tuple(range(p))))[0])
+    tree = schedules.activation(tuple(range(p)))
+    return float(model.time(tree)[0]) + len(tree) * model.activation_delay
 
 
 def message_bytes(scenario: Scenario) -> int:

@@ -106,6 +106,7 @@ class Network:
     overhead: float = key(0.0, NONNEG)  # seconds of software cost of every round
     message_overhead: float = key(0.0, NONNEG)  # LogGP's o: seconds of software cost of every message
     fabric_beta: float = key(0.0, NONNEG)  # seconds per byte of the fabric's aggregate bandwidth; 0: unlimited
+    activation_delay: float = key(0.0, NONNEG)  # seconds a rank takes to pass the activation token on, per tree step
     table: Path | None = key(None, Check(str, lambda v: bool(v), "a .csv file of measured rounds", path=True))
 
 

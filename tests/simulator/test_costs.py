@@ -101,6 +101,14 @@ def test_overhead_is_added_to_every_exchange_and_not_to_the_token():
     assert slow.activation(6) == plain.activation(6) == pytest.approx(3 * A)
 
 
+def test_the_activation_delay_is_added_at_every_step_of_the_token_and_to_no_exchange():
+    plain = costs(**{"cluster.workers": 6})
+    slow = costs(**{"cluster.workers": 6, "network.activation_delay": 0.001})
+    assert slow.activation(6) == pytest.approx(3 * (A + 0.001), rel=1e-12)
+    assert slow.activation(4) == pytest.approx(2 * (A + 0.001), rel=1e-12)
+    assert slow.collective("async", N, 6) == plain.collective("async", N, 6)
+
+
 def test_the_lower_bound_uses_the_links_of_the_set():
     model = costs(**{"cluster.workers": 8, "cluster.workers_per_node": 4})
     assert model.lower_bound([0, 1, 2, 3], N) == pytest.approx(2 * IA + 2 * 3 / 4 * N * IB)
