@@ -143,13 +143,20 @@ def format_time_to_target(table: pd.DataFrame) -> str:
             "algorithm": rows[ALGORITHM],
             "real [s]": rows["time_to_target_real"],
             "predicted [s]": rows["time_to_target_sim"],
+            "over schedules [s]": [
+                f"{low:.4g}-{high:.4g}"
+                for low, high in zip(rows["time_to_target_sim_low"], rows["time_to_target_sim_high"], strict=True)
+            ],
             "err %": 100 * rows["time_to_target_error"],
             "real it": rows["iterations_to_target_real"],
             "predicted it": rows["iterations_to_target_sim"],
         }
     )
     text = shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")
-    return f"time to test loss {rows['target_loss'].iloc[0]:g} (out of sample, from the first computation):\n{text}"
+    return (
+        f"time to test loss {rows['target_loss'].iloc[0]:g} (out of sample, from the first computation; predicted: "
+        f"the median over {convergence.SCHEDULES} simulated schedules, and their least and most):\n{text}"
+    )
 
 
 def replay(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ per algorithm, one real run in which one rank per iteration sleeps ``--delay`` (
 **(choice)** The delay, not a persistent straggler's factor, changes between the two: the factor multiplies a torch
 model's measured compute, which ranks sharing cores stretch by how many others compute at the same time, and that
 differs between the two runs. Prints one Markdown row per (P, model, algorithm): the real and predicted time to the
-target (from each run's first computation, the crossing interpolated between evaluations) and the iterations to it,
-the error of the time, and whether it is within 10 %; writes every row to DIR/time-to-accuracy.csv.
+target (from each run's first computation, the crossing interpolated between evaluations; predicted: the median over
+five simulated schedules, and their least and most) and the iterations to it, the error of the time, and whether it
+is within 10 %; writes every row to DIR/time-to-accuracy.csv.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def main() -> None:
         "target loss",
         "real [s]",
         "predicted [s]",
+        "over schedules [s]",
         "error",
         "real it",
         "predicted it",
@@ -120,6 +122,7 @@ def main() -> None:
                     f"{row['target_loss']:g}",
                     f"{row['time_to_target_real']:.3f}",
                     f"{row['time_to_target_sim']:.3f}",
+                    f"{row['time_to_target_sim_low']:.3f}-{row['time_to_target_sim_high']:.3f}",
                     f"{100 * error:+.1f} %",
                     f"{row['iterations_to_target_real']:.1f}",
                     f"{row['iterations_to_target_sim']:.1f}",

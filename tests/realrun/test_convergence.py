@@ -10,7 +10,7 @@ import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import load_run
-from stragglerlab.realrun.convergence import compare, crossing, replay_run
+from stragglerlab.realrun.convergence import compare, crossing, median, replay_run
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import scenario
@@ -106,6 +106,11 @@ def test_the_time_to_a_target_loss_is_interpolated_between_evaluations():
     assert np.isnan(crossing(evals, 0.1))
 
 
+def test_a_schedule_that_never_reaches_the_target_counts_as_the_latest():
+    assert median([3.0, float("nan"), 1.0]) == 3.0
+    assert np.isnan(median([float("nan"), 2.0, float("nan")]))
+
+
 def test_validate_predict_reports_the_real_and_predicted_time_to_the_target_loss(tmp_path):
     fit = trained_real(tmp_path, "fit", **{"algorithm.name": "eager-solo"})
     keys = {"algorithm.name": "eager-solo", "imbalance.kind": "persistent", "imbalance.factors": {"3": 2.0}}
@@ -120,4 +125,7 @@ def test_validate_predict_reports_the_real_and_predicted_time_to_the_target_loss
     real_time = other.evals["t"].iloc[2] - other.iterations["t_start"].min()
     assert row["target_loss"] == target and row["time_to_target_real"] == pytest.approx(real_time)
     assert row["time_to_target_sim"] > 0 and abs(row["time_to_target_error"]) < 0.5
+    # the prediction is the median of five schedules' times, each drawn under its own seed
+    assert row["time_to_target_sim_low"] <= row["time_to_target_sim"] <= row["time_to_target_sim_high"]
+    assert row["time_to_target_sim_low"] < row["time_to_target_sim_high"]
     assert load_run(out / "out-of-sample" / "other").meta["scenario"]["workload"]["model"] == "none"
