@@ -152,11 +152,10 @@ def time_to_target(real: Run, predicted: Run, target: float, schedules: int = SC
     what the simulation expects, and ``time_to_target_sim_low`` and ``_high`` (the least and the most) say how far one
     schedule can be from it. The real run is timed as the simulation is (:func:`timed`)."""
     scenario = scenario_of(real)
-    data = load(scenario)
-    drawn = [predicted, *redrawn(predicted, schedules - 1)]
+    the_plan, data = plan(scenario), load(scenario)
     times, iterations = [], []
-    for sim in drawn:
-        rows = train(plan(scenario), data, sim.iterations, sim.rounds)
+    for sim in [predicted, *redrawn(predicted, schedules - 1)]:
+        rows = train(the_plan, data, sim.iterations, sim.rounds)
         simulated = pd.DataFrame(rows, columns=["t", "iteration", "worker", "loss", "accuracy"])
         simulated = simulated[simulated["worker"] == -1]
         times.append(crossing(simulated, target) - sim.iterations["t_start"].min())
