@@ -161,6 +161,18 @@ int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t
     return PCOLL_OK;
 }
 
+/* Post n's contribution into the buffers the next round this rank takes part in reads: late (after round n started
+ * here), as the kind keeps late posts; else app_buf. */
+static void take_in(pcoll_t *c, const float *contribution, int late)
+{
+    if (late && c->ops->late)
+        c->ops->late(c, contribution);
+    else if (!late && c->ops->in_time)
+        c->ops->in_time(c, contribution);
+    else
+        memcpy(c->app_buf, contribution, c->count * sizeof(float));
+}
+
 int pcoll_post(pcoll_t *c, const float *contribution)
 {
     if (!c || !contribution) return PCOLL_ERR_ARG;
@@ -184,10 +196,14 @@ int pcoll_post(pcoll_t *c, const float *contribution)
             /* A large copy-in takes long: the others learn of this post first. */
             if (c->ring) rc = pcoll_tokens_flush(c);
         }
-        if (late && c->ops->late) {
-            c->ops->late(c, contribution);
-        } else {
-            memcpy(c->app_buf, contribution, c->count * sizeof(float));
+        /* A large copy-in takes long: a round in flight here moves meanwhile (its other members would wait on this
+         * rank's part), but none starts, since the copy fills what the next one takes. */
+        int unlocked = c->copying = c->ring;
+        if (unlocked) pthread_mutex_unlock(&c->lock);
+        take_in(c, contribution, late);
+        if (unlocked) pthread_mutex_lock(&c->lock);
+        c->copying = 0;
+        if (!late || !c->ops->late) {
             c->app_full = 1;
             c->app_call = n;
         }

@@ -54,6 +54,8 @@ struct pcoll_kind_ops {
     /* Point c->src at this rank's contribution to round n, count floats that stay unchanged until the round
      * completes (c->work, filled here, or a buffer of the kind's own); under the lock. */
     void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
+    /* A post of call n before round n's exchange started here: into app_buf (under the lock); NULL: copied. */
+    void (*in_time)(pcoll_t *c, const float *contribution);
     /* A post of call n that arrives after round n's exchange started here (under the lock); NULL: kept in
      * app_buf like a post in time. */
     void (*late)(pcoll_t *c, const float *contribution);
@@ -135,6 +137,8 @@ struct pcoll {
     uint64_t posts, waits;      /* calls posted and waited so far */
     float *app_buf;             /* the posted call not yet taken by an exchange */
     int app_full;
+    int copying;                /* post is filling app_buf or pending without the lock: no round may start */
+    int app_grads;              /* eager: the gradients app_buf holds (the post's, and the late ones summed in) */
     uint64_t app_call;          /* the call app_buf holds */
     float *model;               /* wagma: the vector last taken from app_buf */
     int has_model;
@@ -234,6 +238,7 @@ float *pcoll_round_dst(pcoll_t *c);    /* progress.c: where the result of the ro
 
 /* quorum.c: the eager contribution rules that quorum and majority share */
 void pcoll_eager_contribute(pcoll_t *c, uint64_t n, struct pcoll_take *take);
+void pcoll_eager_in_time(pcoll_t *c, const float *contribution);
 void pcoll_eager_late(pcoll_t *c, const float *contribution);
 int pcoll_all_ranks(const pcoll_t *c, uint64_t n, int *members, int *m);
 float pcoll_eager_divisor(const pcoll_t *c, const pcoll_round *r);

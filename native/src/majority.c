@@ -38,6 +38,7 @@ const struct pcoll_kind_ops pcoll_majority_ops = {
     .counts = majority_counts,
     .initiator = majority_initiator,
     .contribute = pcoll_eager_contribute,
+    .in_time = pcoll_eager_in_time,
     .late = pcoll_eager_late,
     .group = pcoll_all_ranks,
     .divisor = pcoll_eager_divisor,

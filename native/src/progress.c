@@ -57,6 +57,7 @@ int pcoll_fail(pcoll_t *c, int status, const char *what, int mpi_code)
  * activated; a synchronous round only on the post. */
 static int can_start(const pcoll_t *c, uint64_t n)
 {
+    if (c->copying) return 0;
     if (c->closing) return n < c->closing_rounds;
     return c->posts > n || (!c->ops->is_sync(c, n) && pcoll_activated(c, n));
 }
