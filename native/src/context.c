@@ -162,15 +162,18 @@ int pcoll_create(MPI_Fint fcomm, size_t count, const pcoll_options *opt, pcoll_t
 }
 
 /* Post n's contribution into the buffers the next round this rank takes part in reads: late (after round n started
- * here), as the kind keeps late posts; else app_buf. */
-static void take_in(pcoll_t *c, const float *contribution, int late)
+ * here), as the kind keeps late posts; else app_buf. Whether it went into app_buf. */
+static int take_in(pcoll_t *c, const float *contribution, int late)
 {
-    if (late && c->ops->late)
+    if (late && c->ops->late) {
         c->ops->late(c, contribution);
-    else if (!late && c->ops->in_time)
+        return 0;
+    }
+    if (!late && c->ops->in_time)
         c->ops->in_time(c, contribution);
     else
         memcpy(c->app_buf, contribution, c->count * sizeof(float));
+    return 1;
 }
 
 int pcoll_post(pcoll_t *c, const float *contribution)
@@ -196,14 +199,14 @@ int pcoll_post(pcoll_t *c, const float *contribution)
             /* A large copy-in takes long: the others learn of this post first. */
             if (c->ring) rc = pcoll_tokens_flush(c);
         }
-        /* A large copy-in takes long: a round in flight here moves meanwhile (its other members would wait on this
-         * rank's part), but none starts, since the copy fills what the next one takes. */
+        /* Without the lock for a large copy: a round in flight here moves meanwhile (its other members would wait
+         * on this rank's part), but none starts, since the copy fills what the next one takes. */
         int unlocked = c->copying = c->ring;
         if (unlocked) pthread_mutex_unlock(&c->lock);
-        take_in(c, contribution, late);
+        int filled = take_in(c, contribution, late);
         if (unlocked) pthread_mutex_lock(&c->lock);
         c->copying = 0;
-        if (!late || !c->ops->late) {
+        if (filled) {
             c->app_full = 1;
             c->app_call = n;
         }

@@ -54,10 +54,11 @@ struct pcoll_kind_ops {
     /* Point c->src at this rank's contribution to round n, count floats that stay unchanged until the round
      * completes (c->work, filled here, or a buffer of the kind's own); under the lock. */
     void (*contribute)(pcoll_t *c, uint64_t n, struct pcoll_take *take);
-    /* A post of call n before round n's exchange started here: into app_buf (under the lock); NULL: copied. */
+    /* A post of call n before round n's exchange started here: into app_buf; NULL: copied. Like late, under the
+     * lock, but for ring sizes without it while no round may start (c->copying). */
     void (*in_time)(pcoll_t *c, const float *contribution);
-    /* A post of call n that arrives after round n's exchange started here (under the lock); NULL: kept in
-     * app_buf like a post in time. */
+    /* A post of call n that arrives after round n's exchange started here; NULL: kept in app_buf like a post in
+     * time. */
     void (*late)(pcoll_t *c, const float *contribution);
     /* Members of round n's reduction into members[], their number into *m; returns the group id or -1. */
     int (*group)(const pcoll_t *c, uint64_t n, int *members, int *m);
