@@ -16,6 +16,7 @@ on the other ranks where the replicas differ (:mod:`.evaluation`), so such a run
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -136,21 +137,22 @@ def crossing(evals: pd.DataFrame, target: float, at: str = "t") -> float:
     return float(t[k - 1] + (t[k] - t[k - 1]) * (loss[k - 1] - target) / (loss[k - 1] - loss[k]))
 
 
-def time_to_target(real: Run, predicted: Run, target: float, schedules: int = SCHEDULES) -> dict[str, float]:
-    """Out of sample: the real run's time to the test loss ``target`` against its prediction's. ``predicted`` is the
-    (timing-only) simulation that predicts ``real`` from other runs; the run's model is trained along its schedule
-    (evaluated by the run's own schedule). Each time is counted from its run's first computation, since a real
-    run's start-up (MPI, torch, the data) is no part of what the simulator predicts, and interpolated between
-    evaluations (:func:`crossing`), as are the iterations per worker to it: where those agree, the time's error is
-    the schedule's. NaN where a run never gets there.
+@dataclass(frozen=True)
+class Schedules:
+    """Each simulated schedule's time and iterations per worker to the loss ``target`` (:func:`schedules_to_target`)."""
 
-    **(choice)** The prediction is the median over ``schedules`` schedules: ``predicted``'s and those of its
-    scenario with its compute times and call costs drawn anew (:func:`redrawn`; the imbalance, the model, its data and
-    its initial weights stay the real run's). Which gradients share a round moves a loss that jumps between evaluations
-    by whole evaluations, so one schedule's crossing can be far from another's where the rounds take some
-    contributions late (eager-SGD on 4 ranks with ``torch:cnn``: 1.01 to 1.58 s over five schedules); the median is
-    what the simulation expects, and ``time_to_target_sim_low`` and ``_high`` (the least and the most) say how far one
-    schedule can be from it. The real run is timed as the simulation is (:func:`timed`)."""
+    target: float
+    times: np.ndarray
+    iterations: np.ndarray
+
+
+def schedules_to_target(real: Run, predicted: Run, target: float, schedules: int = SCHEDULES) -> Schedules:
+    """The predicted side of :func:`time_to_target`: the time and the iterations per worker to the test loss
+    ``target`` along each of ``schedules`` simulated schedules, ``predicted``'s first. ``predicted`` is the
+    (timing-only) simulation that predicts ``real`` from other runs; along each schedule, ``real``'s model (its data,
+    initial weights and hyperparameters) is trained and evaluated. Each time is counted from the schedule's first
+    computation; NaN where a schedule never gets there. It depends on the two runs' scenarios only, so repeats of one
+    real scenario can share it."""
     scenario = scenario_of(real)
     the_plan, data = plan(scenario), load(scenario)
     times, iterations = [], []
@@ -160,18 +162,35 @@ def time_to_target(real: Run, predicted: Run, target: float, schedules: int = SC
         simulated = simulated[simulated["worker"] == -1]
         times.append(crossing(simulated, target) - sim.iterations["t_start"].min())
         iterations.append(crossing(simulated, target, "iteration"))
+    return Schedules(target, np.array(times), np.array(iterations))
+
+
+def time_to_target(real: Run, predicted: Schedules) -> dict[str, float]:
+    """Out of sample: the real run's time to the test loss ``predicted.target`` against its prediction's, each
+    counted from its run's first computation, since a real run's start-up (MPI, torch, the data) is no part of what
+    the simulator predicts, and interpolated between evaluations (:func:`crossing`), as are the iterations per
+    worker to it: where those agree, the time's error is the schedule's. NaN where a run never gets there.
+
+    **(choice)** The prediction is the median over the schedules of :func:`schedules_to_target`: the predicted run's
+    and those of its scenario with its compute times and call costs drawn anew (:func:`redrawn`; the imbalance, the
+    model, its data and its initial weights stay the real run's). Which gradients share a round moves a loss that
+    jumps between evaluations by whole evaluations, so one schedule's crossing can be far from another's where the
+    rounds take some contributions late (eager-SGD on 4 ranks with ``torch:cnn``: 0.95 to 1.58 s over five
+    schedules); the median is what the simulation expects, and ``time_to_target_sim_low`` and ``_high`` (the least
+    and the most) say how far one schedule can be from it. The real run is timed as the simulation is
+    (:func:`timed`)."""
     evals = timed(real)
-    real_time = crossing(evals, target) - real.iterations["t_start"].min()
-    sim_time = median(times)
+    real_time = crossing(evals, predicted.target) - real.iterations["t_start"].min()
+    sim_time = median(predicted.times)
     return {
-        "target_loss": target,
+        "target_loss": predicted.target,
         "time_to_target_real": real_time,
         "time_to_target_sim": sim_time,
-        "time_to_target_sim_low": float(np.min(times)),
-        "time_to_target_sim_high": float(np.max(times)),
+        "time_to_target_sim_low": float(np.min(predicted.times)),
+        "time_to_target_sim_high": float(np.max(predicted.times)),
         "time_to_target_error": sim_time / real_time - 1,
-        "iterations_to_target_real": crossing(evals, target, "iteration"),
-        "iterations_to_target_sim": median(iterations),
+        "iterations_to_target_real": crossing(evals, predicted.target, "iteration"),
+        "iterations_to_target_sim": median(predicted.iterations),
     }
 
 
@@ -210,7 +229,7 @@ def redrawn(predicted: Run, count: int) -> list[Run]:
     return out
 
 
-def median(values: list[float]) -> float:
+def median(values: np.ndarray) -> float:
     """The median, a NaN (never reached) counted as later than every time; NaN where that is the median."""
     middle = float(np.median(np.nan_to_num(np.array(values), nan=np.inf)))
     return middle if np.isfinite(middle) else float("nan")

@@ -11,6 +11,7 @@ through the simulator's convergence replay and puts every evaluation beside the 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -128,8 +129,13 @@ def with_time_to_target(table: pd.DataFrame, predicted: list[Run], target: float
     """The out-of-sample rows of ``table`` with each run's real and predicted time to the loss ``target``
     (``predicted``: the real and simulated runs of those rows, in order, as :func:`validate` returns them)."""
     rows = table.index[table["mode"] == "out-of-sample"]
-    pairs = zip(predicted[::2], predicted[1::2], strict=True)
-    times = [convergence.time_to_target(real, sim, target) for real, sim in pairs]
+    shared: dict[str, convergence.Schedules] = {}  # repeats of one scenario are predicted alike: train it once
+    times = []
+    for real, sim in zip(predicted[::2], predicted[1::2], strict=True):
+        key = json.dumps([real.meta["scenario"], sim.meta["scenario"]], sort_keys=True)
+        if key not in shared:
+            shared[key] = convergence.schedules_to_target(real, sim, target)
+        times.append(convergence.time_to_target(real, shared[key]))
     extra = pd.DataFrame(times, index=rows)
     return table.join(extra)
 

@@ -10,7 +10,10 @@ import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import load_run
+from stragglerlab.realrun import convergence
+from stragglerlab.realrun.commands.validate import with_time_to_target
 from stragglerlab.realrun.convergence import compare, crossing, median, replay_run
+from stragglerlab.realrun.validate import validate
 from stragglerlab.simulator.run import simulate
 from stragglerlab.simulator.scenario import ALGORITHMS
 from tests.helpers import scenario
@@ -125,7 +128,24 @@ def test_validate_predict_reports_the_real_and_predicted_time_to_the_target_loss
     real_time = other.evals["t"].iloc[2] - other.iterations["t_start"].min()
     assert row["target_loss"] == target and row["time_to_target_real"] == pytest.approx(real_time)
     assert row["time_to_target_sim"] > 0 and abs(row["time_to_target_error"]) < 0.5
-    # the prediction is the median of five schedules' times, each drawn under its own seed
+    # the prediction is the median of the schedules' times, each drawn under its own seed
     assert row["time_to_target_sim_low"] <= row["time_to_target_sim"] <= row["time_to_target_sim_high"]
     assert row["time_to_target_sim_low"] < row["time_to_target_sim_high"]
     assert load_run(out / "out-of-sample" / "other").meta["scenario"]["workload"]["model"] == "none"
+
+
+def test_repeats_of_one_scenario_share_their_simulated_schedules(tmp_path, monkeypatch):
+    fit = trained_real(tmp_path, "fit", **{"algorithm.name": "eager-solo"})
+    keys = {"algorithm.name": "eager-solo", "imbalance.delay": 0.04}
+    repeats = [trained_real(tmp_path, f"repeat-{k}", **keys) for k in range(2)]
+    other = trained_real(tmp_path, "other", **keys, seed=6)
+    table, pairs = validate([fit], tmp_path / "val", None, [*repeats, other])
+    calls = []
+    shared = convergence.schedules_to_target
+    monkeypatch.setattr(convergence, "schedules_to_target", lambda *a: calls.append(a) or shared(*a))
+    target = max(float(r.evals["loss"].iloc[2]) for r in [*repeats, other])  # each real run reaches it
+    rows = with_time_to_target(table, pairs["out-of-sample"], target).query("mode == 'out-of-sample'")
+    assert len(calls) == 2  # the two repeats' schedules once, the other seed's once
+    sim = rows[["time_to_target_sim", "time_to_target_sim_low", "time_to_target_sim_high"]].to_numpy()
+    np.testing.assert_array_equal(sim[0], sim[1])
+    assert rows["time_to_target_real"].notna().all()
