@@ -45,7 +45,8 @@ by batch means (the blocks as batches, :meth:`Figure.standard_error`), and measu
 lie within ``tolerance`` (relative, max/min − 1) of each other and the standard error is at most ``tolerance`` of the
 mean, after at least the blocks' ``least`` (3 in one job, 8 launched), or after ``max_blocks`` blocks (the figure is
 then flagged unstable); a kind with r times fewer rounds than the most frequent one of its blocks is held to √r times
-``tolerance`` (:func:`settled`). **(choice)** The mean's precision as well as the median: the table holds the
+``tolerance``, and a figure shorter than :data:`FLOOR` of the blocks' mean iteration as if it were that long
+(:func:`settled`). **(choice)** The mean's precision as well as the median: the table holds the
 mean, which a single stall of a hundred milliseconds among a few hundred rounds of one can double while the median does
 not move. **(choice)** Its standard error, not three running means within ``tolerance``: a running mean moves by
 1/k of a block's difference, so a burst of stalls early on, which the runs after the calibration need not meet, can
@@ -98,6 +99,8 @@ FLAG_RESIDUAL = 0.20
 #: ``--balanced``: rounds back to back, no imbalance
 BALANCED = {"workload.compute": {"dist": "constant", "mean": 1e-4}, "imbalance.kind": "none"}
 MAX_ITERATIONS = 2048  # per block, for algorithms with few rounds per iteration
+#: a figure shorter than this share of the blocks' mean iteration is held to a precision of this share (:func:`settled`)
+FLOOR = 0.01
 STALL_FENCE = 1.5  # interquartile ranges above the third quartile, in log: Tukey's fence
 #: a row of the cost table: kind, ranks, bytes, seconds and how single rounds vary about them
 Row = tuple[str, int, int, float, float, Spread]  # kind, ranks, world, bytes, seconds, spread
@@ -132,10 +135,17 @@ class Figure:
         if self.samples:
             self.medians.append(float(np.median(self.samples)))
 
-    def stable(self, tolerance: float) -> bool:
+    def stable(self, tolerance: float, floor: float = 0.0) -> bool:
         """Whether the last three medians lie within ``tolerance`` of each other and the mean (what the table holds)
-        is known to within ``tolerance``: its standard error at most ``tolerance`` of it."""
-        return _within(self.medians[-STABLE_BLOCKS:], tolerance) and self.standard_error() <= tolerance * self.mean
+        is known to within ``tolerance``: its standard error at most ``tolerance`` of it; each judged against
+        ``floor`` seconds where the figure is shorter (:func:`settled`)."""
+        last = self.medians[-STABLE_BLOCKS:]
+        return (
+            len(last) == STABLE_BLOCKS
+            and min(last) > 0
+            and max(last) - min(last) < tolerance * max(min(last), floor)
+            and self.standard_error() <= tolerance * max(self.mean, floor)
+        )
 
     def standard_error(self) -> float:
         """The standard error of the mean of all rounds by batch means, the blocks as batches (inf under three
@@ -157,10 +167,6 @@ class Figure:
 
     def spread(self) -> tuple[float, float]:
         return float(np.percentile(self.samples, 25)), float(np.percentile(self.samples, 75))
-
-
-def _within(last: list[float], tolerance: float) -> bool:
-    return len(last) == STABLE_BLOCKS and min(last) > 0 and max(last) / min(last) - 1 < tolerance
 
 
 def block_times(
@@ -199,6 +205,13 @@ def block_times(
     gaps = [w["t_start"].to_numpy()[1:] - w["t_done"].to_numpy()[:-1] for _, w in it.groupby("worker")]
     exchanged = BYTES_PER_ELEMENT * workload["params"] / buckets  # the simulator's bucket size, exactly
     return times, np.concatenate(gaps), int(exchanged) if exchanged.is_integer() else exchanged
+
+
+def iteration_time(run: Run) -> float:
+    """A run's mean iteration time: each worker's time from its first start to its last end over its iterations,
+    averaged over the workers."""
+    spans = run.iterations.groupby("worker").agg(start=("t_start", "min"), end=("t_done", "max"), n=("t_done", "size"))
+    return float(((spans["end"] - spans["start"]) / spans["n"]).mean())
 
 
 def median_round(run: Run) -> float:
@@ -312,6 +325,7 @@ def measure(
                 scenario = block_scenario(base, name, P, block, {**variant, **(BALANCED if balanced else {})})
                 ranks = kind_ranks(scenario)
                 figures: dict[tuple[str, int], Figure] = {}
+                iterations: list[float] = []  # each block's mean iteration time
                 for b in range(max_blocks):
                     bar.set_postfix_str(f"{name}, {variant.get('workload.params', 0) * 4 or 'DDP'} B", refresh=False)
                     run = blocks.run(scenario.replace(seed=scenario.seed + b), root / f"{name}-{v}-{b}", backend)
@@ -320,10 +334,12 @@ def measure(
                     if run is not None:
                         times, gaps, exchanged = block_times(run, ddp, ranks)
                         out.gap.add(gaps)
+                        iterations.append(iteration_time(run))
                         for key, values in times.items():
                             figures.setdefault(key, Figure()).add(values)
                             rounds += len(values)
-                        done = bool(figures) and settled(figures, tolerance) and b + 1 >= blocks.least
+                        floor = FLOOR * float(np.mean(iterations))
+                        done = bool(figures) and settled(figures, tolerance, floor) and b + 1 >= blocks.least
                     done, rounds = blocks.agree((done, rounds))
                     if done:
                         bar.update(max_blocks - b - 1)
@@ -332,7 +348,7 @@ def measure(
                         more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
                         scenario = scenario.replace(iterations=more)
                 if blocks.deciding:
-                    if not settled(figures, tolerance):
+                    if not settled(figures, tolerance, FLOOR * float(np.mean(iterations or [0.0]))):
                         out.unstable.append((name, exchanged))
                     out.scenarios[(name, exchanged)] = to_dict(scenario)
                     for (kind, ranks_), figure in figures.items():
@@ -340,14 +356,19 @@ def measure(
     return out if blocks.deciding else None
 
 
-def settled(figures: dict[tuple[str, int], Figure], tolerance: float) -> bool:
+def settled(figures: dict[tuple[str, int], Figure], tolerance: float, floor: float = 0.0) -> bool:
     """Whether every figure of one (algorithm, size) is stable: the one of the most rounds to ``tolerance``, one of r
-    times fewer rounds to √r times it. **(choice)** Over the same blocks, a kind with r times fewer rounds (WAGMA's
+    times fewer rounds to √r times it, a figure shorter than ``floor`` seconds (:data:`FLOOR` of the blocks' mean
+    iteration) as if it took ``floor``. **(choice)** Over the same blocks, a kind with r times fewer rounds (WAGMA's
     global average every 8th round) has a standard error √r times as large, so held to the same tolerance it keeps
     every block of the others running to the cap; its error weighs 1/r as much in a simulated iteration, so at √r
-    times the tolerance it still moves the simulated time less than the most frequent kind's error does."""
+    times the tolerance it still moves the simulated time less than the most frequent kind's error does.
+    **(choice)** The floor: a round of a hundredth of an iteration whose mean is 5 % off moves the simulated iteration
+    by 0.05 %, while such short rounds are the ones whose stalls of milliseconds keep their blocks' means apart, so
+    held to their own mean they ran every block to the cap (15 of 30 figures of a 2- and 3-rank calibration under
+    30 ms of compute) and decided how long a calibration took."""
     most = max(len(f.samples) for f in figures.values())
-    return all(f.stable(tolerance * math.sqrt(most / max(len(f.samples), 1))) for f in figures.values())
+    return all(f.stable(tolerance * math.sqrt(most / max(len(f.samples), 1)), floor) for f in figures.values())
 
 
 def covering(base: Scenario, names: Sequence[str], P: int, block: int) -> dict[str, list[str]]:

@@ -315,11 +315,18 @@ class OneRank:
         return value
 
 
+@pytest.fixture
+def short_iterations(monkeypatch):
+    """Blocks whose iterations are no longer than their rounds: no figure is held to a share of the iteration."""
+    monkeypatch.setattr(roundtimes, "iteration_time", lambda run: 0.0)
+
+
 def _block(stall: float) -> np.ndarray:
     """100 rounds of 1 ms, the last one ``stall`` s (1 ms where 0)."""
     return np.r_[np.full(99, 1e-3), stall or 1e-3]
 
 
+@pytest.mark.usefixtures("short_iterations")
 @pytest.mark.parametrize(
     ("stalls", "blocks", "stable"),
     [
@@ -346,9 +353,36 @@ def test_calibrate_repeats_blocks_with_new_seeds_until_the_median_is_stable_and_
     assert figure.mean == pytest.approx(np.mean(np.concatenate([_block(x) for x in stalls[:blocks]])))
 
 
+@pytest.mark.parametrize(("iteration", "blocks", "stable"), [(0.0, 8, False), (0.1, 8, False), (1.0, 3, True)])
+def test_a_round_far_shorter_than_an_iteration_is_held_to_a_hundredth_of_the_iteration(
+    monkeypatch, iteration, blocks, stable
+):
+    # rounds of 1 ms, every third block with one stall of 100 ms: the mean's standard error after three blocks is
+    # 0.33 ms, 25 % of the mean; held to 5 % of 10 ms (iterations of 1 s) three blocks settle it, held to 5 % of the
+    # mean (iterations of 0 or 100 ms, a hundredth of which is under the mean) no block up to the cap does
+    rounds = iter([_block(stall) for stall in [0.0, 0.0, 0.1] * 3])
+    monkeypatch.setattr(roundtimes, "run_rank", lambda *_, **__: None)
+    monkeypatch.setattr(roundtimes, "load_run", lambda folder: folder)
+    monkeypatch.setattr(roundtimes, "iteration_time", lambda run: iteration)
+    monkeypatch.setattr(roundtimes, "block_times", lambda *_: ({("sync", 2): next(rounds)}, np.zeros(3), 400))
+    base = scenario(algorithm={"name": "sync"}, seed=7)
+    measured = roundtimes.measure(base, roundtimes.InProcess(OneRank()), ["sync"], [400], max_blocks=8)
+    assert len(measured.rounds[("sync", "sync", 2, 400)].blocks) == blocks
+    assert measured.unstable == ([] if stable else [("sync", 400)])
+
+
+def test_a_runs_iteration_time_is_its_span_over_its_iterations(tmp_path):
+    keys = {"cluster.workers": 2, "algorithm.name": "sync", "workload.compute": {"dist": "constant", "mean": 0.01}}
+    run = load_run(simulate(scenario(iterations=10, **keys), tmp_path / "run"))
+    it = run.iterations  # sync: every worker starts together and ends with the same round
+    assert roundtimes.iteration_time(run) == pytest.approx((it["t_done"].max() - it["t_start"].min()) / 10)
+    assert 0.01 < roundtimes.iteration_time(run) < 0.011
+
+
 RARE = [np.array([2.0e-3, 2.2e-3, 2.4e-3]) * f for f in (1.0, 1.3, 0.8, 1.2, 0.9, 1.3, 0.7, 1.1)]
 
 
+@pytest.mark.usefixtures("short_iterations")
 @pytest.mark.parametrize(("common", "blocks", "stable"), [(True, 3, True), (False, 8, False)])
 def test_a_rare_kind_is_held_to_a_tolerance_as_much_looser_as_its_rounds_are_fewer(monkeypatch, common, blocks, stable):
     # WAGMA's blocks: 99 group rounds of 1 ms and 3 global averages, whose blocks' means differ by up to 40 %. Beside
@@ -369,6 +403,7 @@ def test_a_rare_kind_is_held_to_a_tolerance_as_much_looser_as_its_rounds_are_few
     assert measured.unstable == ([] if stable else [("sync", 400)])
 
 
+@pytest.mark.usefixtures("short_iterations")
 def test_launched_blocks_take_at_least_eight_though_three_agree(monkeypatch):
     seeds = []
     monkeypatch.setattr(Launched, "run", lambda self, s, folder, backend: seeds.append(s.seed) or folder)
@@ -377,6 +412,7 @@ def test_launched_blocks_take_at_least_eight_though_three_agree(monkeypatch):
     assert seeds == list(range(7, 15)) and measured.launched and measured.unstable == []
 
 
+@pytest.mark.usefixtures("short_iterations")
 def test_an_algorithm_whose_every_kind_another_has_more_often_is_not_run(monkeypatch):
     base = scenario(
         **{"cluster.workers": 3, "algorithm.sync_period": 8, "algorithm.period": 16, "algorithm.group_size": 2}
