@@ -39,7 +39,7 @@ class ArrayWorkload:
         self.X, self.y = X[train], y[train]
         self.X_test, self.y_test = X[test], y[test]
         self.shards = Shards(len(train), scenario.workers, w.batch, scenario.seed)
-        self.rng = np.random.default_rng([scenario.seed, 0x1417])
+        self.seed = scenario.seed
 
     def batches(self, workers: np.ndarray, iterations: np.ndarray) -> np.ndarray:
         return self.shards.indices(workers, iterations)

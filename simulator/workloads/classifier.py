@@ -42,10 +42,13 @@ class Classifier(ArrayWorkload):
         self.dimension = parameters(self.sizes)
 
     def initial(self) -> np.ndarray:
+        """He-initialised weights (zero for a linear model) and zero biases, drawn under the scenario's seed: the
+        same parameters at every call, as a model trained again along another schedule must start from."""
+        rng = np.random.default_rng([self.seed, 0x1417])
         parts = []
         for a, b in zip(self.sizes, self.sizes[1:], strict=False):
             scale = np.sqrt(2.0 / a) if len(self.sizes) > 2 else 0.0
-            parts += [(scale * self.rng.standard_normal((a, b))).ravel(), np.zeros(b)]
+            parts += [(scale * rng.standard_normal((a, b))).ravel(), np.zeros(b)]
         return np.concatenate(parts)
 
     def layers(self, W: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -43,6 +43,14 @@ def test_gradient_matches_finite_differences(model):
             assert G[k, i] == pytest.approx(numeric, rel=1e-4, abs=1e-7)
 
 
+@pytest.mark.parametrize("model", ["hyperplane", "logistic", "mlp"])
+def test_every_call_of_initial_gives_the_same_parameters(model):
+    # a model trained again along another schedule (a predicted time to a target loss) starts where the first did
+    wl = load(scenario(**SMALL, **{"workload.model": model}))
+    first = wl.initial()
+    np.testing.assert_array_equal(wl.initial(), first)
+
+
 def test_mlp_dimension_and_evaluation():
     wl = load(scenario(**SMALL, **{"workload.model": "mlp"}))
     assert wl.dimension == (5 + 1) * 4 + (4 + 1) * 3 + (3 + 1) * 3
