@@ -4,7 +4,8 @@ per iteration delayed, fit the simulator (their compute and update gaps; the net
 schedule, reaches the target test loss in the predicted time, against the real run's.
 
     python tests/benchmarks/bench_time_to_accuracy.py [--ranks 3 4] [--models torch:mlp torch:cnn]
-                                                      [--algorithms sync eager-solo wagma] [-o DIR]
+                                                      [--algorithms sync eager-solo wagma] [--repeats 5]
+                                                      [--target MODEL=LOSS] [--again] [-o DIR]
 
 Per P and model: one calibration under the fitting runs' scenario, at message sizes around both models' (4 and 32 kB);
 per algorithm, one real run in which one rank per iteration sleeps ``--delay`` (10 ms) and ``--repeats`` (5) real runs
@@ -17,9 +18,11 @@ contributions are fresh in each round, and under eager-SGD the iterations to the
 to the next. The prediction is judged against the mean of the repeats. Prints one Markdown row per (P, model,
 algorithm): the real time to the target (the mean over the repeats, and their least and most; each from the run's
 first computation, the crossing interpolated between evaluations) and the predicted one (the mean over the repeats of
-the median over five simulated schedules, and their least and most), the iterations to it, the error of the mean time,
+the median over the simulated schedules, and their least and most), the iterations to it, the error of the mean time,
 the error of the predicted mean iteration time, whether the time is within 10 %, and how many single runs are; writes
-every repeat's row to DIR/time-to-accuracy.csv.
+every repeat's row to DIR/time-to-accuracy.csv. ``--again`` runs nothing and validates the calibrations and runs
+already in DIR again (after a change to the simulator or to ``validate``, or for another ``--target``), into
+DIR/P<P>/<model>/validation-<target>.
 """
 
 from __future__ import annotations
@@ -71,14 +74,19 @@ def stragglerlab(*argv: str, timeout: float = 900) -> None:
 
 
 def run_all(args: argparse.Namespace, folder: Path, P: int, model: str, algorithm: str) -> tuple[Path, list[Path]]:
-    """The fitting run and the repeats of the predicted one, run in ``folder``."""
+    """The fitting run and the repeats of the predicted one, run in ``folder`` (with ``--again``, those already
+    there)."""
     runs = []
     for imbalance, count in (("fit", 1), ("predicted", args.repeats)):
         path = folder / f"{algorithm}-{imbalance}.toml"
-        path.write_text(scenario_text(args, P, model, algorithm, imbalance))
+        if not args.again:
+            path.write_text(scenario_text(args, P, model, algorithm, imbalance))
         for k in range(count):
             runs.append(folder / "runs" / f"{algorithm}-{imbalance}-{k}")
-            stragglerlab("run", str(path), "--np", str(P), "-o", str(runs[-1]))
+            if not args.again:
+                stragglerlab("run", str(path), "--np", str(P), "-o", str(runs[-1]))
+            elif not runs[-1].is_dir():
+                raise SystemExit(f"--again: {runs[-1]}: no such run; run the benchmark into {args.output} first")
     return runs[0], runs[1:]
 
 
@@ -112,8 +120,27 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.01, help="the fitting runs' delay (seconds)")
     parser.add_argument("--predict-delay", type=float, default=0.03, help="the predicted runs' delay (seconds)")
     parser.add_argument("--repeats", type=int, default=5, help="real runs of the predicted scenario")
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="MODEL=LOSS",
+        help="another target test loss for a model (default: torch:mlp=1.0, torch:cnn=0.3)",
+    )
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="validate the calibrations and runs already in DIR again (after a change to the "
+        "simulator or to validate), into DIR/validation-<target>; nothing is run",
+    )
     parser.add_argument("-o", "--output", type=Path, default=Path("bench-time-to-accuracy"))
     args = parser.parse_args()
+    targets = {model: target for model, (_, target) in MODELS.items()}
+    for given in args.target:
+        model, _, loss = given.partition("=")
+        if model not in MODELS or not loss:
+            raise SystemExit(f"--target {given}: give MODEL=LOSS with MODEL one of {', '.join(MODELS)}")
+        targets[model] = float(loss)
     rows = []
     columns = [
         "P",
@@ -139,16 +166,17 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             fragment = folder / "calibration.toml"
             timed = folder / "timed-under.toml"
-            timed.write_text(scenario_text(args, P, model, "sync", "fit"))
-            which = ",".join(dict.fromkeys(["sync", *args.algorithms]))
-            stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", "--algorithms", which,
-                         "--sizes", "4000,32000", "--max-blocks", "12", "-o", str(fragment), "--force")  # fmt: skip
+            if not args.again:
+                timed.write_text(scenario_text(args, P, model, "sync", "fit"))
+                which = ",".join(dict.fromkeys(["sync", *args.algorithms]))
+                stragglerlab("calibrate", str(timed), "--np", str(P), "--collectives", "--algorithms", which,
+                             "--sizes", "4000,32000", "--max-blocks", "12", "-o", str(fragment), "--force")  # fmt: skip
             for algorithm in args.algorithms:
                 fit, repeats = run_all(args, folder, P, model, algorithm)
-                out = folder / "validation" / algorithm
+                out = folder / (f"validation-{targets[model]:g}" if args.again else "validation") / algorithm
                 predict = [arg for run in repeats for arg in ("--predict", str(run))]
                 stragglerlab("validate", str(fit), *predict, "--calibration", str(fragment),
-                             "--target-loss", str(MODELS[model][1]), "-o", str(out))  # fmt: skip
+                             "--target-loss", str(targets[model]), "-o", str(out))  # fmt: skip
                 table = pd.read_csv(out / "validation.csv")
                 table = table[table["mode"] == "out-of-sample"]
                 rows += [{"P": P, "model": model, "algorithm": algorithm, **r} for r in table.to_dict("records")]

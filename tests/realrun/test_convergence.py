@@ -119,13 +119,14 @@ def test_validate_predict_reports_the_real_and_predicted_time_to_the_target_loss
     keys = {"algorithm.name": "eager-solo", "imbalance.kind": "persistent", "imbalance.factors": {"3": 2.0}}
     other = trained_real(tmp_path, "other", **keys)
     out = tmp_path / "val"
-    target = float(other.evals["loss"].iloc[2])  # reached at the third evaluation
+    loss, t = other.evals["loss"], other.evals["t"]
+    target = float(loss.iloc[2] + loss.iloc[3]) / 2  # halfway from the third evaluation to the fourth
     argv = [str(fit.path), "--predict", str(other.path), "--target-loss", str(target), "-o", str(out)]
     proc = stragglerlab("validate", *argv)
     assert proc.returncode == 0, proc.stderr
     assert "time to test loss" in proc.stdout
     row = pd.read_csv(out / "validation.csv").set_index("mode").loc["out-of-sample"]
-    real_time = other.evals["t"].iloc[2] - other.iterations["t_start"].min()
+    real_time = (t.iloc[2] + t.iloc[3]) / 2 - other.iterations["t_start"].min()  # interpolated
     assert row["target_loss"] == target and row["time_to_target_real"] == pytest.approx(real_time)
     assert row["time_to_target_sim"] > 0 and abs(row["time_to_target_error"]) < 0.5
     # the prediction is the median of the schedules' times, each drawn under its own seed
