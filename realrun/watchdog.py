@@ -137,9 +137,14 @@ class Watchdog:
 
 
 def _records(folder: Path) -> dict[int, dict]:
-    """Every rank's last heartbeat record in ``folder/.live``."""
-    out = {}
-    for path in (Path(folder) / LIVE).glob("rank-*.json"):
+    """Every rank's last heartbeat record in ``folder/.live`` (none once rank 0 has removed the folder at the end of
+    a finished run, which it may do while they are read)."""
+    out: dict[int, dict] = {}
+    try:
+        paths = list((Path(folder) / LIVE).glob("rank-*.json"))
+    except OSError:
+        return out
+    for path in paths:
         try:
             out[int(path.stem.split("-")[1])] = json.loads(path.read_text())
         except (OSError, ValueError):

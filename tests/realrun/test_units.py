@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stragglerlab.analysis.runfolder import RunWriter, load_run
+from stragglerlab.realrun import watchdog
 from stragglerlab.realrun.calibration import compute_model, fit_linear, partners
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.parts import RankParts
@@ -160,6 +162,20 @@ def test_watchdog_names_a_silent_peer_on_another_host(tmp_path):
     dog.dir.mkdir()
     dog._started = time.time() - 1
     assert dog.lost() == "rank 1 (pid 1 on other) sent no heartbeat for 0.05 s"
+
+
+def test_heartbeats_removed_as_they_are_read_read_as_none(tmp_path, monkeypatch):
+    # rank 0 removes .live/ at the end of a finished run while the launching process may be listing it: a listing
+    # of a folder that went away mid-way raised, and `stragglerlab run` exited 2 after a run that had finished
+    (tmp_path / ".live").mkdir()
+    (tmp_path / ".live" / "rank-00001.json").write_text(json.dumps({"state": "done", "t": 1.0}))
+    assert watchdog._records(tmp_path) == {1: {"state": "done", "t": 1.0}}
+
+    def gone(self, pattern):
+        raise FileNotFoundError(2, "No such file or directory", str(self))
+
+    monkeypatch.setattr(Path, "glob", gone)
+    assert watchdog._records(tmp_path) == {}
 
 
 @pytest.mark.parametrize("model", ["torch:mlp", "torch:cnn"])
