@@ -159,9 +159,9 @@ def run_rank(
 def _train(scenario, rank, replica, exchange, clock, sink, parts, lock, evals) -> tuple[float, int]:
     """The training loop of this rank; returns where its last evaluation is (the time and the iterations)."""
     injection = Injection(scenario, rank, timing_only=scenario.workload.model == "none")
-    clock.start(exchange.comm)  # every rank set up: what came before is not the run's time (realrun.clock)
     if evals is not None:
         evals.start()
+    clock.start(exchange.comm)  # every rank set up: what came before is not the run's time (realrun.clock)
     released = (0.0, 0)  # (time, iterations) of this rank's last release
     for n in range(scenario.iterations):
         t_start = clock.now()

@@ -96,6 +96,7 @@ def runs(tmp_path_factory, native_ready) -> dict[str, Run]:
 def test_every_evaluation_of_a_real_run_is_its_replay(runs, algorithm):
     table = compare(runs[algorithm])
     assert len(table) >= 4 and table["iteration"].iloc[0] == 0 and table["iteration"].iloc[-1] == 24
+    assert table["t"].iloc[0] == 0.0  # the initial model, evaluated before the run's clock started, as simulated
     assert table["loss_error"].max() <= TOLERANCE, table.to_string()
     assert (table["accuracy_real"] - table["accuracy_sim"]).abs().max() <= 1 / 819  # one test sample at most
     assert table["loss_real"].iloc[-1] < 0.9 * table["loss_real"].iloc[0]  # it trained
