@@ -35,8 +35,10 @@ from pathlib import Path
 import pandas as pd
 
 #: each model's learning rate and target test loss: one every algorithm reaches within the runs (wagma trains slowest
-#: per iteration: its 4-rank torch:mlp runs reached 1.0 after 150-170 iterations, sync's after 85)
-MODELS = {"torch:mlp": (0.05, 1.0), "torch:cnn": (0.05, 0.3)}
+#: per iteration: its 4-rank torch:mlp runs reached 1.0 after 150-170 iterations, sync's after 85) while its loss
+#: still falls steeply: below about 0.4 the torch:cnn loss only jumps about (0.27, 0.40, 0.29 at 55, 60 and 65
+#: iterations of one eager-solo run), and spikes, not the schedule, decide when it first crosses the target
+MODELS = {"torch:mlp": (0.05, 1.0), "torch:cnn": (0.05, 0.5)}
 TARGET = 0.10  # the relative error of the predicted time that the table aims for
 
 
@@ -45,7 +47,7 @@ def scenario_text(args: argparse.Namespace, P: int, model: str, algorithm: str, 
     delay = args.delay if imbalance == "fit" else args.predict_delay
     return f"""
 name = "tta-{model.split(":")[1]}-{algorithm}-{imbalance}-{P}"
-seed = 7
+seed = {args.seed}
 iterations = {args.iterations}
 [cluster]
 workers = {P}
@@ -120,12 +122,13 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.01, help="the fitting runs' delay (seconds)")
     parser.add_argument("--predict-delay", type=float, default=0.03, help="the predicted runs' delay (seconds)")
     parser.add_argument("--repeats", type=int, default=5, help="real runs of the predicted scenario")
+    parser.add_argument("--seed", type=int, default=7, help="the scenarios' seed: data, model, delays")
     parser.add_argument(
         "--target",
         action="append",
         default=[],
         metavar="MODEL=LOSS",
-        help="another target test loss for a model (default: torch:mlp=1.0, torch:cnn=0.3)",
+        help="another target test loss for a model (default: torch:mlp=1.0, torch:cnn=0.5)",
     )
     parser.add_argument(
         "--again",
