@@ -166,10 +166,11 @@ def schedules_to_target(real: Run, predicted: Run, target: float, schedules: int
 
 
 def time_to_target(real: Run, predicted: Schedules) -> dict[str, float]:
-    """Out of sample: the real run's time to the test loss ``predicted.target`` against its prediction's, each
-    counted from its run's first computation, since a real run's start-up (MPI, torch, the data) is no part of what
-    the simulator predicts, and interpolated between evaluations (:func:`crossing`), as are the iterations per
-    worker to it: where those agree, the time's error is the schedule's. NaN where a run never gets there.
+    """Out of sample: the real run's time to the test loss ``predicted.target`` against its prediction's, each counted
+    from its run's first computation, since a real run's start-up (MPI, torch, the data) is no part of what the
+    simulator predicts, and interpolated between evaluations (:func:`crossing`), as are the iterations per worker to it:
+    where those agree, the time's error is the schedule's. NaN where a run never gets there; the error NaN too where the
+    real run is there from the start.
 
     **(choice)** The prediction is the median over the schedules of :func:`schedules_to_target`: the predicted run's
     and those of its scenario with its compute times and call costs drawn anew (:func:`redrawn`; the imbalance, the
@@ -189,7 +190,7 @@ def time_to_target(real: Run, predicted: Schedules) -> dict[str, float]:
         "time_to_target_sim": sim_time,
         "time_to_target_sim_low": float(np.min(predicted.times)),
         "time_to_target_sim_high": float(np.max(predicted.times)),
-        "time_to_target_error": sim_time / real_time - 1,
+        "time_to_target_error": sim_time / real_time - 1 if real_time > 0 else float("nan"),  # 0: met at the start
         "iterations_to_target_real": crossing(evals, predicted.target, "iteration"),
         "iterations_to_target_sim": median(predicted.iterations),
     }
