@@ -35,7 +35,6 @@ from __future__ import annotations
 import numpy as np
 
 from stragglerlab.realrun.algorithms.base import Exchange, Sink
-from stragglerlab.realrun.clock import RunClock
 from stragglerlab.realrun.replica import Replica
 from stragglerlab.simulator.convergence import Evaluations
 from stragglerlab.simulator.scenario import Scenario
@@ -56,8 +55,8 @@ class Unevaluated:
 class MeanEvaluations:
     """One rank's side of a run's evaluations (module doc). Collective to create (every rank of a run with a model)."""
 
-    def __init__(self, scenario: Scenario, replica: Replica, exchange: Exchange, clock: RunClock, sink: Sink):
-        self.replica, self.exchange, self.clock, self.sink = replica, exchange, clock, sink
+    def __init__(self, scenario: Scenario, replica: Replica, exchange: Exchange, sink: Sink):
+        self.replica, self.exchange, self.sink = replica, exchange, sink
         self.comm = exchange.comm.Dup()
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.alone = exchange.identical and not exchange.central and not replica.buffers().size  # rank 0's copy is all

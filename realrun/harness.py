@@ -130,7 +130,7 @@ def run_rank(
     try:
         clock = RunClock(comm)
         exchange = exchange_type(scenario, run.rules, comm, replica, clock, sink)
-        evals = MeanEvaluations(scenario, replica, exchange, clock, sink) if scenario.workload.model != "none" else None
+        evals = MeanEvaluations(scenario, replica, exchange, sink) if scenario.workload.model != "none" else None
         end = _train(scenario, rank, replica, exchange, clock, sink, parts, lock, evals)
         exchange.close()
         if evals is not None:  # (after the exchange's close: a parameter server's last models are known then)

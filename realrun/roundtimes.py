@@ -326,6 +326,7 @@ def measure(
                 ranks = kind_ranks(scenario)
                 figures: dict[tuple[str, int], Figure] = {}
                 iterations: list[float] = []  # each block's mean iteration time
+                floor = 0.0  # FLOOR of their mean
                 for b in range(max_blocks):
                     bar.set_postfix_str(f"{name}, {variant.get('workload.params', 0) * 4 or 'DDP'} B", refresh=False)
                     run = blocks.run(scenario.replace(seed=scenario.seed + b), root / f"{name}-{v}-{b}", backend)
@@ -348,7 +349,7 @@ def measure(
                         more = min(scenario.iterations * -(-block // max(rounds, 1)), MAX_ITERATIONS)
                         scenario = scenario.replace(iterations=more)
                 if blocks.deciding:
-                    if not settled(figures, tolerance, FLOOR * float(np.mean(iterations or [0.0]))):
+                    if not settled(figures, tolerance, floor):
                         out.unstable.append((name, exchanged))
                     out.scenarios[(name, exchanged)] = to_dict(scenario)
                     for (kind, ranks_), figure in figures.items():
