@@ -49,6 +49,8 @@ class PeerThread:
     def __init__(self, exchange: AdPsgdExchange):
         self.exchange = exchange
         self.inbox, self.reply = _message(exchange.d), _message(exchange.d)
+        # float64 buffers of every serve: fresh temporaries of the model's size cost page faults, milliseconds a serve
+        self.theirs, self.mine, self.average = np.empty(exchange.d), np.empty(exchange.d), np.empty(exchange.d)
         self.thread = threading.Thread(target=self._serve, name="stragglerlab-ad-psgd-peer", daemon=True)
 
     def _serve(self) -> None:
@@ -59,12 +61,14 @@ class PeerThread:
             receive(ex.requests, self.inbox, status)
             if status.Get_tag() == STOP:
                 return
-            theirs = self.inbox[_META:].view(np.float32).astype(np.float64)
+            theirs, mine, average = self.theirs, self.mine, self.average
+            np.copyto(theirs, self.inbox[_META:].view(np.float32))
             with ex.lock:
                 start = ex.clock.now()
-                mine = ex.current + ex.held
-                average = (theirs + mine) / 2
-                ex.held += average - mine
+                np.add(ex.current, ex.held, out=mine)
+                np.add(theirs, mine, out=average)
+                average /= 2
+                ex.held += np.subtract(average, mine, out=theirs)
             self.reply[:_META].view(np.float64)[:] = (start, 0.0)
             self.reply[_META:].view(np.float32)[:] = average
             ex.replies.Send(self.reply, dest=status.Get_source(), tag=REPLY)
@@ -79,6 +83,7 @@ class AdPsgdExchange(PerRankRounds):
         self.lock = threading.Lock()
         self.current = self.replica.host(self.replica.params()).astype(np.float64)  # the model as last loaded
         self.held = np.zeros(self.d)  # what exchanges served since then changed
+        self.moved = np.empty(self.d)  # what this rank's own exchange changed (a buffer kept across iterations)
         self.out, self.answer = _message(self.d), _message(self.d)
         self.peer = PeerThread(self)
         self.peer.thread.start()
@@ -107,10 +112,10 @@ class AdPsgdExchange(PerRankRounds):
         with self.lock:
             t_done = self.clock.now()
             if j >= 0:
-                self.held += self.answer[_META:].view(np.float32) - self.current
+                self.held += np.subtract(self.answer[_META:].view(np.float32), self.current, out=self.moved)
             self._fold()
             self.replica.step(g)
-            self.current = self.replica.host(self.replica.params()).astype(np.float64)
+            np.copyto(self.current, self.replica.host(self.replica.params()))
         self.stopped = t_done >= self.scenario.budget
         if self.stopped or n == self.rules.N - 1:
             self.comm.Barrier()  # every rank's requests are answered: no more will come

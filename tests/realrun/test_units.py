@@ -219,3 +219,66 @@ def test_simulate_trains_a_shipped_torch_workload(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert len(load_run(tmp_path / "sim").evals) >= 2
+
+
+class _Loaded:
+    """A replica that copies the model loaded into it into its own vector, as the real ones do."""
+
+    def __init__(self, d: int):
+        self.w = np.empty(d)
+
+    def load(self, w):
+        self.w[:] = w
+
+
+def _peak_while(f) -> int:
+    """The bytes ``f()`` had allocated at most beyond what it left allocated (numpy reports to tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        f()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_wagma_weighs_a_group_round_as_the_formula_without_a_temporary_of_the_models_size():
+    from types import SimpleNamespace
+
+    from stragglerlab.realrun.algorithms.wagma import WagmaExchange
+    from stragglerlab.realrun.collectives import RoundInfo
+
+    d, size = 200_000, 4
+    rng = np.random.default_rng(0)
+    ex = object.__new__(WagmaExchange)  # the weighing alone: no core, no MPI
+    ex.d, ex.size, ex.rank, ex.rules = d, size, 0, SimpleNamespace(group_size=2)
+    ex.w0 = rng.standard_normal(d).astype(np.float32)
+    ex.total = np.empty_like(ex.w0)
+    ex.buffer = rng.standard_normal(d + size).astype(np.float32)
+    ex.replica = _Loaded(d)
+    out = rng.standard_normal(d + size).astype(np.float32)
+    lone = RoundInfo(5, "group", 1, True, 1, (True, False, True, True), 0, 0)  # rank 1, its partner, never posted
+    ex._average(out, lone)
+    assert np.array_equal(ex.replica.w, (out[:d] + 1 * ex.w0 + ex.buffer[:d]) / 3)
+    every = RoundInfo(7, "average", 4, True, 4, (True,) * 4, -1, 0)
+    ex._average(out, every)
+    assert np.array_equal(ex.replica.w, out[:d] / size)
+    assert _peak_while(lambda: ex._average(out, lone)) < 4 * d / 2
+
+
+def test_gossip_mixes_in_float64_as_the_formula_without_a_temporary_of_the_models_size():
+    from stragglerlab.realrun.algorithms.gossip import GossipExchange
+
+    d = 200_000
+    rng = np.random.default_rng(1)
+    ex = object.__new__(GossipExchange)  # the mixing alone: no MPI
+    ex.mixed, ex.summed = np.empty(d), np.empty(d, dtype=np.float32)
+    posted = rng.standard_normal(d).astype(np.float32)
+    models = [rng.standard_normal(d).astype(np.float32) for _ in range(2)]
+    expected = (np.asarray(posted, dtype=np.float64) + sum(models)) / 3
+    assert np.array_equal(ex._mix(posted, models, 3), expected)
+    assert np.array_equal(ex._mix(posted, [], 1), posted.astype(np.float64))
+    assert _peak_while(lambda: ex._mix(posted, models, 3)) < 4 * d / 2
