@@ -29,10 +29,11 @@ Observer = Callable[[str, int, object], None]
 
 def sgd(w, g, buf, lr: float, momentum: float, weight_decay: float):
     """One step of SGD in place on numpy arrays or torch tensors alike (``torch.optim.SGD`` with dampening 0: the
-    first step's buffer is the gradient); returns the new momentum buffer. Real runs step with it too."""
+    first step's buffer is a copy of the gradient, so a caller may reuse the gradient's own buffer); returns the new
+    momentum buffer. Real runs step with it too."""
     d = g + weight_decay * w if weight_decay else g
     if momentum:
-        buf = d if buf is None else buf * momentum + d
+        buf = d * 1.0 if buf is None else buf * momentum + d
         d = buf
     w -= lr * d
     return buf

@@ -68,7 +68,7 @@ class PeerThread:
                 np.add(ex.current, ex.held, out=mine)
                 np.add(theirs, mine, out=average)
                 average /= 2
-                ex.held += np.subtract(average, mine, out=theirs)
+                ex.held += np.subtract(average, mine, out=theirs)  # theirs, read, now holds the change
             self.reply[:_META].view(np.float64)[:] = (start, 0.0)
             self.reply[_META:].view(np.float32)[:] = average
             ex.replies.Send(self.reply, dest=status.Get_source(), tag=REPLY)

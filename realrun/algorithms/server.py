@@ -185,8 +185,6 @@ class AsyncPsExchange(ServerExchange):
 
     def serve(self, w, g):
         self.buf = sgd(w, g, self.buf, self.lr, self.momentum, self.weight_decay)
-        if self.buf is g:  # the first step's momentum buffer is the pushed gradient, whose buffer the next push fills
-            self.buf = g.copy()
         return w
 
     def pushed(self, g):
