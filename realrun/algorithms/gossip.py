@@ -59,8 +59,9 @@ class GossipExchange(PerRankRounds):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.gossip = comm.Dup()
         self.push_sum = not rules.waits_for_sends
-        self.x = self.replica.host(self.replica.params()).astype(np.float64)  # push-sum numerator
-        self.mixed, self.loaded = np.empty(self.d), np.empty(self.d)  # float64 buffers of _mix and of x/weight
+        # push-sum's numerator, and where _mix leaves the mixed model (float64 buffers kept across iterations)
+        self.x = self.replica.host(self.replica.params()).astype(np.float64)
+        self.loaded = np.empty(self.d)  # x / weight
         self.summed = np.empty(self.d, dtype=np.float32)  # the peers' models, summed
         self.weight = 1.0
         self.spare: list[np.ndarray] = []  # send buffers free to fill
@@ -109,7 +110,7 @@ class GossipExchange(PerRankRounds):
         meta = [m[:_META].view(np.float64) for m in inbox]
         models = [m[_META:].view(np.float32) for m in inbox]
         if self.push_sum:
-            self.x = self._mix(posted, models, 2)
+            self._mix(posted, models, 2)
             self.weight = (self.weight + sum(float(m[1]) for m in meta)) / 2
             self.replica.load(np.divide(self.x, self.weight, out=self.loaded))
         else:
@@ -123,10 +124,10 @@ class GossipExchange(PerRankRounds):
         )
 
     def _mix(self, posted: np.ndarray, models: list[np.ndarray], divisor: int) -> np.ndarray:
-        """(posted + Σ models) / divisor in float64, the models summed in float32 first, in buffers kept across
-        iterations: every fresh temporary of the model's size costs page faults, and those of this sum took
-        milliseconds an iteration, beside the exchanges, on ranks that share the cores with them."""
-        mixed = self.mixed
+        """(posted + Σ models) / divisor in float64, the models summed in float32 first, into ``x`` (returned): buffers
+        kept across iterations, since every fresh temporary of the model's size costs page faults, and those of this
+        sum took milliseconds an iteration, beside the exchanges, on ranks that share the cores with them."""
+        mixed = self.x
         mixed[:] = posted
         if models:
             np.copyto(self.summed, models[0])

@@ -275,7 +275,7 @@ def test_gossip_mixes_in_float64_as_the_formula_without_a_temporary_of_the_model
     d = 200_000
     rng = np.random.default_rng(1)
     ex = object.__new__(GossipExchange)  # the mixing alone: no MPI
-    ex.mixed, ex.summed = np.empty(d), np.empty(d, dtype=np.float32)
+    ex.x, ex.summed = np.empty(d), np.empty(d, dtype=np.float32)
     posted = rng.standard_normal(d).astype(np.float32)
     models = [rng.standard_normal(d).astype(np.float32) for _ in range(2)]
     expected = (np.asarray(posted, dtype=np.float64) + sum(models)) / 3
