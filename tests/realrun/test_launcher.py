@@ -1,6 +1,6 @@
-"""What ``run`` and ``calibrate`` check before they start ranks, and what they leave: ranks whose estimated memory
-exceeds the machine's are refused before any starts, ranks beyond the cores are warned about, and a calibration's
-temporary folder is removed however it ends."""
+"""What ``run`` and ``calibrate`` check before they start ranks, how they place them, and what they leave: ranks whose
+estimated memory exceeds the machine's are refused before any starts, ranks beyond the cores are warned about and
+bound to them round-robin, and a calibration's temporary folder is removed however it ends."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stragglerlab.cli import main
-from stragglerlab.realrun import footprint, scratch
+from stragglerlab.realrun import footprint, mpiexec, scratch
 from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.algorithms.native import GradientExchange
 from stragglerlab.realrun.commands import calibrate as calibrate_command
@@ -24,7 +24,7 @@ from stragglerlab.realrun.commands import run as run_command
 from stragglerlab.simulator import algorithms, estimate
 from stragglerlab.simulator.catalog import example_path
 from stragglerlab.simulator.scenario import load
-from tests.processes import descendants, end_all, still_running
+from tests.processes import descendants, end_all, run_bounded, still_running
 from tests.realrun.conftest import ROOT, environment
 
 GIB = 2**30
@@ -123,6 +123,32 @@ def test_the_folders_of_their_outputs_are_made_before_any_rank_starts(launches, 
     small = ["--example", "eager-injected", "--set", "workload.params=100", "--np", "2", "--set", "cluster.workers=2"]
     assert main(["run", *small, "--save-model", str(tmp_path / "models" / "m.npy"), "-o", str(tmp_path / "r")]) == 0
     assert (tmp_path / "new").is_dir() and (tmp_path / "models").is_dir() and len(launches) == 2
+
+
+def test_ranks_beyond_the_cores_are_bound_to_them_round_robin_and_others_left_to_the_system(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5, 3}, raising=False)
+    assert mpiexec.binding(2) == []
+    assert mpiexec.binding(5) == ["-bind-to", "user:3,5,3,5,3"]
+
+
+AFFINITY = """
+import os, sys
+from pathlib import Path
+Path(sys.argv[1], os.environ["PMI_RANK"]).write_text(" ".join(map(str, sorted(os.sched_getaffinity(0)))))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="binds only where cores can be listed (Linux)")
+def test_the_launched_ranks_run_on_the_cores_they_are_bound_to(monkeypatch, tmp_path):
+    core = max(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {core})  # as if this process had one core: 2 ranks
+    script = tmp_path / "affinity.py"
+    script.write_text(AFFINITY)
+    proc = run_bounded([*mpiexec.launch(2, [])[:-2], str(script), str(tmp_path)], 90, environment(), ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert [(tmp_path / str(rank)).read_text() for rank in (0, 1)] == [str(core), str(core)]
 
 
 def test_a_scratch_folder_left_by_a_killed_process_goes_with_the_next_calibration(tmp_path):
