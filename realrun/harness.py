@@ -25,6 +25,7 @@ import numpy as np
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.runfolder import NEVER, RunWriter
+from stragglerlab.realrun import testbed
 from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.clock import RunClock
 from stragglerlab.realrun.evaluation import MeanEvaluations
@@ -42,7 +43,11 @@ def _meta(run: Plan, backend: str, comm: Any, hosts: list[str]) -> dict[str, Any
     from mpi4py import MPI
 
     mpi = MPI.Get_library_version().splitlines()[0].strip()
-    return meta(run, "real", backend=backend, versions={"mpi": mpi}, host=hosts[0], hosts=hosts, ranks=comm.Get_size())
+    tb = testbed.active()
+    where = {"testbed": tb.describe()} if tb else {}
+    return meta(
+        run, "real", backend=backend, versions={"mpi": mpi}, host=hosts[0], hosts=hosts, ranks=comm.Get_size(), **where
+    )
 
 
 class SharedError(UserError):

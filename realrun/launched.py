@@ -44,7 +44,8 @@ class Launched:
     def run(self, scenario: Scenario, folder: Path, backend: str) -> Run:
         spec = folder.with_suffix(".json")
         spec.write_text(json.dumps(to_dict(scenario)))
-        command = launch(self.ranks, [str(spec), str(folder), backend], module=__name__)
+        per_node = scenario.cluster.workers_per_node
+        command = launch(self.ranks, [str(spec), str(folder), backend], module=__name__, per_node=per_node)
         proc = start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         proc.communicate()
         if proc.returncode != 0:

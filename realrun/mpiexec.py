@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun import testbed
 from stragglerlab.simulator.lifetime import die_with_parent
 
 
@@ -30,15 +32,34 @@ def mpiexec() -> str:
     return found
 
 
-def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli") -> list[str]:
+def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli", per_node: int = 1) -> list[str]:
     """The mpiexec command running ``stragglerlab argv`` (``python -m module argv``) on ``np_`` ranks of this
-    machine. With MPICH's hydra, ranks are not killed when one exits, so the survivors' watchdogs can report which
-    rank was lost, and ranks beyond the cores are bound to them round-robin (:func:`binding`)."""
+    machine, or, where this process has a testbed (:func:`.testbed.active`), across its nodes, ``per_node`` ranks to
+    a node. With MPICH's hydra, ranks are not killed when one exits, so the survivors' watchdogs can report which
+    rank was lost, and on this machine ranks beyond the cores are bound to them round-robin (:func:`binding`; on a
+    testbed each node's ranks are placed by the system, a node's first rank being no more tied to a core than
+    another's)."""
     command = [mpiexec()]
+    tb = testbed.active()
     version = subprocess.run([command[0], "--version"], capture_output=True, text=True).stdout
     if "HYDRA" in version.upper():
-        command += ["-disable-auto-cleanup", *binding(np_)]
+        command += ["-disable-auto-cleanup", *(testbed.launcher_options(tb, np_, per_node) if tb else binding(np_))]
+    elif tb is not None:
+        raise UserError(f"--testbed needs MPICH's mpiexec (hydra); {command[0]} is another")
     return [*command, "-n", str(np_), sys.executable, "-m", module, *argv]
+
+
+def testbed_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--testbed [FILE]`` option of the commands that start ranks."""
+    parser.add_argument(
+        "--testbed",
+        type=Path,
+        nargs="?",
+        const=testbed.default_file(),
+        metavar="FILE",
+        help=f"start the ranks across an emulated cluster (stragglerlab testbed up; default FILE "
+        f"{testbed.default_file()}), cluster.workers_per_node to a node",
+    )
 
 
 def binding(ranks: int) -> list[str]:

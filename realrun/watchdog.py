@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 EXIT_LOST = 3
@@ -152,8 +152,11 @@ def _records(folder: Path) -> dict[int, dict]:
     return out
 
 
-def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0.01, grace: float = 5.0) -> str | None:
-    """Wait for the launched job ``proc``; return a message naming the first of its ranks (on this host) that died
+def watch_job(
+    proc: subprocess.Popen, folder: Path, hosts: Collection[str], period: float = 0.01, grace: float = 5.0
+) -> str | None:
+    """Wait for the launched job ``proc``; return a message naming the first of its ranks (on ``hosts``: this one, or
+    the emulated nodes of a testbed, whose processes are this machine's) that died
     before it was done (or, when several were already gone at one look, all of them), or None. Records the message
     in the run's ``meta.json`` when the run did not finish.
 
@@ -165,7 +168,7 @@ def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0
     while proc.poll() is None:
         time.sleep(period)
         if time.monotonic() - read > 0.5:
-            records = {rank: r for rank, r in _records(folder).items() if r.get("host") == host and r["t"] >= since}
+            records = {rank: r for rank, r in _records(folder).items() if r.get("host") in hosts and r["t"] >= since}
             read = time.monotonic()
             if stopped is None and any(r.get("state") == "stopped" for r in records.values()):
                 stopped = time.monotonic()
@@ -179,7 +182,7 @@ def watch_job(proc: subprocess.Popen, folder: Path, host: str, period: float = 0
             if dead:  # those that stopped on their own said so in their heartbeats
                 now = _records(folder)
                 dead = [rank for rank in dead if now.get(rank, {}).get("state") == "running"]
-            named = [f"rank {rank} (pid {running[rank]} on {host})" for rank in dead]
+            named = [f"rank {rank} (pid {running[rank]} on {records[rank]['host']})" for rank in dead]
             if len(named) == 1:
                 lost = f"{named[0]} died"
             elif named:  # a loaded machine can keep this loop off a core until MPI has taken the survivors down

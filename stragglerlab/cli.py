@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "simulate real runs again, trace-driven or out of sample: the errors",
     ),
     "slurm": ("stragglerlab.realrun.commands.slurm", "print an sbatch script that runs a scenario with srun"),
+    "testbed": (
+        "stragglerlab.realrun.commands.testbed",
+        "an emulated cluster on this machine: nodes as network namespaces on shaped links (up, status, probe, down)",
+    ),
 }
 
 

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
-from stragglerlab.realrun import roundtimes
+from stragglerlab.realrun import roundtimes, testbed
 from stragglerlab.realrun.calibration import measure_job
 from stragglerlab.realrun.footprint import calibration_memory
 from stragglerlab.realrun.fragment import fragment
 from stragglerlab.realrun.launched import Launched
-from stragglerlab.realrun.mpiexec import launch, start
+from stragglerlab.realrun.mpiexec import launch, start, testbed_argument
 from stragglerlab.realrun.scratch import scratch_folder, stop_on_sigterm
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import output_arguments, print_json
@@ -58,6 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="P[,P...]",
         help="start mpiexec -n P on this machine (P >= 2); several counts: a launch each, fitted together",
     )
+    testbed_argument(parser)
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the fragment here (default: print it)")
     parser.add_argument(
         "--compute-iterations",
@@ -182,8 +183,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--compute-iterations {args.compute_iterations}: must be at least 2 (a mean and a spread)")
     names, sizes = collectives_options(args, scenario.workload.model) if args.collectives else ([], [])
     table = args.output.with_suffix(".csv") if args.collectives else None
+    if args.testbed is not None and args.np is None:
+        raise UserError("--testbed starts the ranks itself: give --np P (or several counts, --np 2,4)")
     if args.np is not None:
         counts = rank_counts(args.np)
+        if args.testbed is not None:
+            tb = testbed.use(args.testbed)
+            for P in counts:
+                tb.placement(-(-P // scenario.cluster.workers_per_node))
         most = max(counts)  # the jobs run one after the other
         need = calibration_memory(scenario, most, args.backend, names, max(sizes, default=0))
         note = check(f"calibrate on {most} ranks", need, args.force, "calibrate on fewer ranks (--np)")
@@ -192,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 check_new_file(path, args.force)
         if note:
             print(f"stragglerlab {note}", file=sys.stderr)
-        if most > (os.cpu_count() or 1):
+        if most > (os.cpu_count() or 1) and args.testbed is None:
             print(
                 f"stragglerlab calibrate: warning: {most} ranks on {os.cpu_count()} cores; they share cores, so "
                 "every time measured includes waits for a core: expect measurements marked UNSTABLE, fits flagged, "
@@ -216,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
                     rounds = measure(args, scenario, Launched(P), names, sizes)
                 dump = tmp / f"{P}.pickle"
                 argv = calibrate_argv(args, [] if ddp else names, dump)
-                code = start(launch(P, argv), env={**os.environ, "TMPDIR": str(tmp)}).wait()
+                per_node = scenario.cluster.workers_per_node
+                code = start(launch(P, argv, per_node=per_node), env={**os.environ, "TMPDIR": str(tmp)}).wait()
                 if code != 0:
                     return code  # the job said why
                 job = pickle.loads(dump.read_bytes())

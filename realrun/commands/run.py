@@ -20,9 +20,10 @@ from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import summarize
 from stragglerlab.analysis.outputs import check_new_file, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
+from stragglerlab.realrun import testbed
 from stragglerlab.realrun.footprint import run_memory
 from stragglerlab.realrun.harness import run_rank
-from stragglerlab.realrun.mpiexec import launch, start
+from stragglerlab.realrun.mpiexec import launch, start, testbed_argument
 from stragglerlab.realrun.watchdog import watch_job
 from stragglerlab.simulator.commands import load_scenario, output_arguments, scenario_arguments
 from stragglerlab.simulator.commands.simulate import print_summary
@@ -44,6 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="P",
         help="start mpiexec -n P on this machine (default outside any launcher: cluster.workers)",
     )
+    testbed_argument(parser)
     parser.add_argument(
         "--backend",
         choices=("native", "torch"),
@@ -88,12 +90,20 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
     ]
 
 
-def _launch_and_watch(np_: int, argv: list[str], folder: Path) -> int:
+def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) -> int:
     """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
     import socket
 
-    proc = start(launch(np_, argv))
-    lost = watch_job(proc, folder, socket.gethostname())
+    tb = testbed.active()
+    proc = start(launch(np_, argv, per_node=per_node))
+    try:
+        lost = watch_job(
+            proc, folder, {socket.gethostname(), *(n.name for n in tb.nodes)} if tb else {socket.gethostname()}
+        )
+    finally:
+        if tb is not None:  # however the job ended, nothing of it stays on the nodes
+            proc.wait()
+            testbed.stop_processes(tb.prefix)
     if proc.returncode != 0 and lost is not None:
         print(
             f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
@@ -119,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.heartbeat_timeout < math.inf:
         raise UserError(f"--heartbeat-timeout {args.heartbeat_timeout}: must be a number of seconds > 0")
     scenario = load_scenario(args)
+    if args.testbed is not None:
+        testbed.use(args.testbed)
     default = Path("runs") / f"{scenario.name}-real"
     ranks = args.np if args.np is not None or under_launcher() else scenario.workers
     if ranks is not None:
@@ -130,13 +142,13 @@ def run(args: argparse.Namespace) -> int:
         _check_outputs(args, folder)
         if note:
             print(f"stragglerlab {note}", file=sys.stderr)
-        if ranks > (os.cpu_count() or 1):
+        if ranks > (os.cpu_count() or 1) and testbed.active() is None:
             print(
                 f"stragglerlab run: warning: {ranks} ranks on {os.cpu_count()} cores; they share cores, which the "
                 "timings will show",
                 file=sys.stderr,
             )
-        return _launch_and_watch(ranks, _rank_argv(args, folder), folder)
+        return _launch_and_watch(ranks, _rank_argv(args, folder), folder, scenario.cluster.workers_per_node)
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
