@@ -101,7 +101,7 @@ class Testbed:
     host_address: str  # this machine's address on the switch (what the launcher listens on)
     switch: str  # the bridge this machine's address is on
     ranks_per_node: int
-    tcp_cpu: float  # seconds of CPU a byte costs through the TCP path between two nodes (0: not measured)
+    tcp_cpu: float  # seconds of CPU a byte costs its sender and receiver through the shaped TCP path (0: not measured)
 
     @property
     def state(self) -> Path:
@@ -377,8 +377,8 @@ def up(
     )
     try:
         _build(tb, progress)
-        tb = _checked_rate(tb, force)  # measured on links not yet shaped
         _shape_all(tb)
+        tb = _checked_rate(tb, force)
         (tb.state / FILE).write_text(to_toml(tb))
     except BaseException:
         down(prefix)
@@ -430,23 +430,23 @@ def _shape_all(tb: Testbed) -> None:
 
 
 def _checked_rate(tb: Testbed, force: bool) -> Testbed:
-    """``tb`` with the CPU a byte costs through MPI's TCP path measured between two nodes; a one-line error when the
-    links at full rate would keep more than :data:`CPU_SHARE` of the cores busy in it (unless ``force``)."""
+    """``tb`` with the CPU a byte costs through its links' TCP path measured (:func:`.netprobe.tcp_cpu`); a one-line
+    error when every node sending at its link's rate would keep more than :data:`CPU_SHARE` of the cores busy in that
+    path (unless ``force``): the cores, not the links, would set the pace, and the ranks need CPU of their own."""
     from stragglerlab.realrun.netprobe import tcp_cpu
 
     if len(tb.nodes) < 2:
         return tb
     cost = tcp_cpu(tb)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    traffic = len(tb.nodes) * tb.rate  # every node sending at its rate (and every byte received by another)
-    busy = traffic * cost
+    busy = len(tb.nodes) * tb.rate * cost
     if busy > CPU_SHARE * cores and not force:
-        most = CPU_SHARE * cores / cost / len(tb.nodes)
+        most = CPU_SHARE * cores / (cost * len(tb.nodes))
         raise UserError(
-            f"testbed: {len(tb.nodes)} nodes at {tb.link} would keep {busy:.1f} of this machine's {cores} cores busy "
-            f"in the TCP path alone ({cost * 1e9:.1f} ns of CPU a byte, measured), more than {CPU_SHARE:.0%}: the "
-            f"links would be as slow as the cores, not as shaped; keep --link at most {most * 8 / 1e6:.0f}mbit, or "
-            "give --force"
+            f"testbed: {len(tb.nodes)} nodes sending at {tb.link} would keep {busy:.2g} of this machine's {cores} "
+            f"cores busy in the TCP path alone ({cost * 1e9:.0f} ns of CPU a byte, measured), more than "
+            f"{CPU_SHARE:.0%}: the cores, not the links, set the pace; keep --link under about {rate_text(most)}, "
+            "use fewer nodes, or give --force"
         )
     return Testbed(**{**tb.__dict__, "tcp_cpu": cost})
 
@@ -501,7 +501,7 @@ def standing(tb: Testbed) -> Iterator[tuple[str, bool]]:
 def rate_text(rate: float) -> str:
     """A rate in bytes per second as megabits, as ``tc`` shows it."""
     bits = rate * 8
-    return f"{bits / 1e9:g}gbit" if bits >= 1e9 else f"{bits / 1e6:g}mbit"
+    return f"{bits / 1e9:.3g}gbit" if bits >= 1e9 else f"{bits / 1e6:.3g}mbit"
 
 
 def summary(tb: Testbed) -> list[str]:
@@ -514,7 +514,11 @@ def summary(tb: Testbed) -> list[str]:
         f"on {tb.switch}",
     ]
     if tb.tcp_cpu:
-        lines.append(f"TCP path: {tb.tcp_cpu * 1e9:.1f} ns of CPU a byte (measured when it was built)")
+        cores = len(tb.nodes) * tb.rate * tb.tcp_cpu
+        lines.append(
+            f"TCP path: {tb.tcp_cpu * 1e9:.0f} ns of CPU a byte (measured when it was built): {cores:.2g} cores busy "
+            "with every node sending at its rate"
+        )
     return lines
 
 
