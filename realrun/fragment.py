@@ -13,7 +13,11 @@
 
 **(choice)** On one host every rank is a node of its own (``workers_per_node`` = 1 in the fit), so ``fabric_beta``
 holds what the ranks share of the host (its memory and cores); with several hosts, the ranks of one host are a node.
-The comments say what each figure and fit came to.
+On an emulated cluster (``--testbed``) the switch is a bridge with no limit of its own: ``fabric_beta`` stays 0 and,
+where the testbed has racks, their uplinks' ``uplink_beta`` is fitted instead, each job's racks holding the nodes its
+placement gave them. The comments say what each figure and fit came to: each parameter's standard error, how well a
+fit without each rank count prices that count (where there are several), and, on a testbed, the fitted per-node
+bandwidth beside the rate its links were shaped to.
 """
 
 from __future__ import annotations
@@ -25,9 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from stragglerlab.realrun import roundtimes
+from stragglerlab.realrun import roundtimes, testbed
 from stragglerlab.realrun.calibration import BURSTS, SIZES, JobMeasurement, compute_model, fit_linear
-from stragglerlab.realrun.networkfit import FITTED, PARAMETERS, NetworkFit, Observation, fit, record
+from stragglerlab.realrun.networkfit import (
+    FITTED,
+    FITTED_PARAMETERS,
+    PARAMETERS,
+    NetworkFit,
+    Observation,
+    fit,
+    held_out,
+    record,
+)
 from stragglerlab.simulator.links import Links
 from stragglerlab.simulator.network import NetworkModel
 from stragglerlab.simulator.scenario import Scenario, from_dict
@@ -81,14 +94,41 @@ def start(jobs: Sequence[JobMeasurement]) -> dict[str, float]:
         "gamma": beta / 2,
         "fabric_beta": 0.0,
         "overhead": alpha,
+        "uplink_beta": 0.0,
     }
+
+
+def free_parameters(tb: testbed.Testbed | None) -> tuple[str, ...]:
+    """The parameters the fit finds (module doc): on a testbed no fabric, and the uplinks where it has racks."""
+    if tb is None:
+        return FITTED_PARAMETERS
+    kept = tuple(p for p in FITTED_PARAMETERS if p != "fabric_beta")
+    return (*kept, "uplink_beta") if tb.racks > 1 else kept
+
+
+def testbed_notes(found: NetworkFit, tb: testbed.Testbed) -> list[str]:
+    """The fitted per-node bandwidth (and uplinks') beside the rates the testbed's links were shaped to."""
+    out = []
+    for name, what, rate in (("beta", "per-node", tb.rate), ("uplink_beta", "uplink", tb.uplink_rate)):
+        if rate and name in found.errors:
+            fitted = 1 / found.params[name] if found.params[name] > 0 else float("inf")
+            out.append(
+                f"testbed {tb.prefix}: fitted {what} bandwidth {fitted / 1e6:.3f} MB/s, "
+                f"{fitted / rate:.1%} of the {rate / 1e6:.3f} MB/s its links were shaped to"
+            )
+    return out
 
 
 def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | None, tolerance: float) -> str:
     """The fragment's text from every job's measurements (module doc); ``table``: where the measured rounds go (the
     jobs' rounds are then measured, with ``--collectives``)."""
     figures = observations(scenario, jobs)
-    found = fit(figures, *base_model(scenario, jobs), start(jobs))
+    tb = testbed.active()
+    free, base, first = free_parameters(tb), base_model(scenario, jobs), start(jobs)
+    if "uplink_beta" in free:
+        first["uplink_beta"] = first["beta"]
+    found = fit(figures, *base, first, free)
+    holdout = held_out(figures, *base, first, free)
     ranks = sorted({j.ranks for j in jobs})
     hosts = sorted({h for j in jobs for h in j.hosts})
     lines = [
@@ -102,8 +142,13 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
             lines.append(f"# {prefix}ping-pong over {job.ranks} ranks: {alpha:.3e} s + {beta:.3e} s/B")
     unfitted = {o.kind for o in figures} - set(FITTED)
     lines += [f"# {line_}" for line_ in fit_notes(found, ranks, unfitted)]
+    lines += [
+        f"# fitted without its {count}-rank figures, the model prices those {n} with an RMS error of {error:.1%}"
+        for count, (error, n) in holdout.items()
+    ]
+    lines += [f"# {line_}" for line_ in testbed_notes(found, tb)] if tb else []
     network: dict[str, Any] = {"allreduce": found.model.allreduce_algorithm}
-    network.update({name: found.params[name] for name in PARAMETERS})
+    network.update({name: found.params[name] for name in PARAMETERS if name != "uplink_beta" or name in free})
     if any(len(set(j.hosts)) > 1 for j in jobs):
         network.update(intra_alpha=found.model.links.intra_alpha, intra_beta=found.model.links.intra_beta)
     net = {k: f'"{v}"' if isinstance(v, str) else f"{v:.6e}" for k, v in network.items()}
@@ -137,8 +182,14 @@ def fit_notes(found: NetworkFit, ranks: list[int], unfitted: set[str]) -> list[s
     out = [
         f"network model fitted to every figure over {', '.join(map(str, ranks))} ranks at once: "
         f"alpha {p['alpha']:.3e} s, beta {p['beta']:.3e} s/B, message overhead {p['message_overhead']:.3e} s, "
-        f"gamma {p['gamma']:.3e} s/B, fabric {p['fabric_beta']:.3e} s/B, overhead {p['overhead']:.3e} s per round "
-        f"(RMS relative residual {found.residual():.1%})"
+        f"gamma {p['gamma']:.3e} s/B, fabric {p['fabric_beta']:.3e} s/B, overhead {p['overhead']:.3e} s per round"
+        + (f", uplinks {p['uplink_beta']:.3e} s/B" if "uplink_beta" in found.errors else "")
+        + f" (RMS relative residual {found.residual():.1%})",
+        "  standard errors: "
+        + ", ".join(f"{name} {_relative(found.errors[name], p[name])}" for name in found.errors)
+        + " (fixed: "
+        + (", ".join(name for name in PARAMETERS if name not in found.errors) or "none")
+        + ")",
     ]
     for kind, (residual, count) in sorted(found.residuals.items()):
         flag = "  FLAGGED: over 20 %, the model does not describe it" if residual > 0.2 else ""
@@ -146,6 +197,13 @@ def fit_notes(found: NetworkFit, ranks: list[int], unfitted: set[str]) -> list[s
     if unfitted:
         out.append(f"  not fitted (the table prices them): {', '.join(sorted(unfitted))}")
     return out
+
+
+def _relative(error: float, value: float) -> str:
+    """A standard error as a share of its parameter's value."""
+    if not np.isfinite(error):
+        return "undetermined"
+    return f"±{error / value:.0%}" if value > 0 else f"±{error:.1e} (at 0)"
 
 
 def compute_of(scenario: Scenario, jobs: Sequence[JobMeasurement]) -> dict[str, Any]:

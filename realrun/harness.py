@@ -94,7 +94,9 @@ def run_rank(
     try:
         replica = make_replica(scenario, rank, local_rank, ranks_here)
         exchange_type.check(scenario, replica)
-        scenario = scenario.replace(**{"workload.params": replica.dimension})
+        tb = testbed.active()  # its layout is the run's: the simulation that validates it places ranks alike
+        placed = testbed.layout(tb, size, scenario.cluster.workers_per_node) if tb else {}
+        scenario = scenario.replace(**{"workload.params": replica.dimension, **placed})
         run = plan(scenario)
         if scenario.duration > 0 and not exchange_type.stops(run.rules):
             raise UserError(f"duration = {scenario.duration}: {record.name} has no time budget in real runs yet")

@@ -20,6 +20,7 @@ token (a round's least wait does not hold it).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,8 +34,10 @@ from stragglerlab.simulator.links import Links
 from stragglerlab.simulator.network import NetworkModel, Ranks, members
 from stragglerlab.simulator.scenario import Scenario
 
-#: the fitted parameters, in order
-PARAMETERS = ("alpha", "beta", "message_overhead", "gamma", "fabric_beta", "overhead")
+#: the model's parameters, in order
+PARAMETERS = ("alpha", "beta", "message_overhead", "gamma", "fabric_beta", "overhead", "uplink_beta")
+#: those fitted where nothing is known of the fabric: one host, or hosts of a cluster
+FITTED_PARAMETERS = PARAMETERS[:-1]
 #: the kinds whose figures the fit uses
 FITTED = ("p2p", "burst", "allreduce", "sync", "async", "group", "average", "leader", "gossip")
 
@@ -152,17 +155,22 @@ def predict(model: NetworkModel, obs: Observation) -> float:
         return model.allreduce(obs.ranks, obs.nbytes)
     if obs.rules is None:
         return model.p2p(obs.nbytes)
+    per_rack = obs.rules.model.links.per_rack  # the job's own racks (a smaller job has fewer nodes in each)
+    if per_rack != model.links.per_rack:
+        model = dataclasses.replace(model, links=dataclasses.replace(model.links, per_rack=per_rack))
     predicted = obs.rules.figure(model, obs.kind, obs.ranks)
     return math.nan if predicted is None else predicted
 
 
 @dataclass
 class NetworkFit:
-    """The fitted parameters, their model, and each kind's RMS relative residual and number of figures."""
+    """The fitted parameters, their model, each kind's RMS relative residual and number of figures, and the standard
+    error of each fitted parameter (from the residuals' Jacobian; nan where the figures do not determine it)."""
 
     params: dict[str, float]
     model: NetworkModel
     residuals: dict[str, tuple[float, int]]
+    errors: dict[str, float] = field(default_factory=dict)
 
     def residual(self) -> float:
         """The RMS relative residual over every figure."""
@@ -175,7 +183,16 @@ def with_params(base: NetworkModel, params: dict[str, float], intra: tuple[float
     ``intra`` (alpha, beta), or the fitted ones where None."""
     alpha, beta = params["alpha"], params["beta"]
     inside = intra or (alpha, beta)
-    links = Links(alpha, beta, *inside, base.links.per_node, params["message_overhead"], params["fabric_beta"])
+    links = Links(
+        alpha,
+        beta,
+        *inside,
+        base.links.per_node,
+        params["message_overhead"],
+        params["fabric_beta"],
+        base.links.per_rack,
+        params["uplink_beta"],
+    )
     return NetworkModel(links, params["gamma"], base.allreduce_algorithm, params["overhead"], base.activation_delay)
 
 
@@ -184,36 +201,39 @@ def fit(
     base: NetworkModel,
     intra: tuple[float, float] | None,
     start: dict[str, float],
+    free: Sequence[str] = FITTED_PARAMETERS,
 ) -> NetworkFit:
-    """The parameters (:data:`PARAMETERS`) whose model comes closest to every observation of a fitted kind, in
-    relative error, all at once (bounded least squares from ``start`` and from fabrics of a few widths, keeping the
-    best); ``base`` gives the layout and allreduce algorithm, ``intra`` the intra-node (alpha, beta) (None: the same
-    as the fitted ones)."""
+    """The parameters ``free`` (of :data:`PARAMETERS`; the others stay at ``start``) whose model comes closest to
+    every observation of a fitted kind, in relative error, all at once (bounded least squares from ``start`` and, when
+    the fabric is free, from fabrics of a few widths, keeping the best); ``base`` gives the layout and allreduce
+    algorithm, ``intra`` the intra-node (alpha, beta) (None: the same as the fitted ones)."""
     from scipy.optimize import least_squares
 
-    first = with_params(
-        base, start, intra
-    )  # a figure its rules do not price (a round kind they never ask for) is left out
+    start = {p: start.get(p, 0.0) for p in PARAMETERS}
+    first = with_params(base, start, intra)  # a figure its rules do not price (a round kind they never ask) is left out
     used = [o for o in observations if o.kind in FITTED and o.seconds > 0 and math.isfinite(predict(first, o))]
     measured = np.array([o.seconds for o in used])
-    scale = np.array([max(start[p], 1e-15) for p in PARAMETERS])
-    scale[PARAMETERS.index("fabric_beta")] = scale[PARAMETERS.index("beta")]
-    scale[PARAMETERS.index("gamma")] = scale[PARAMETERS.index("beta")]
-    scale[PARAMETERS.index("message_overhead")] = scale[PARAMETERS.index("alpha")]
-    scale[PARAMETERS.index("overhead")] = max(scale[PARAMETERS.index("overhead")], scale[PARAMETERS.index("alpha")])
+    scale = {p: max(start[p], 1e-15) for p in PARAMETERS}
+    for per_byte in ("fabric_beta", "gamma", "uplink_beta"):
+        scale[per_byte] = scale["beta"]
+    scale["message_overhead"] = scale["alpha"]
+    scale["overhead"] = max(scale["overhead"], scale["alpha"])
+    steps = np.array([scale[p] for p in free])
 
     def params_of(x: np.ndarray) -> dict[str, float]:
-        return dict(zip(PARAMETERS, (float(v) for v in np.maximum(x, 0.0) * scale), strict=True))
+        return {**start, **dict(zip(free, (float(v) for v in np.maximum(x, 0.0) * steps), strict=True))}
 
     def residuals(x: np.ndarray) -> np.ndarray:
         model = with_params(base, params_of(x), intra)
         return np.array([predict(model, o) for o in used]) / measured - 1
 
     best = None
-    x0 = np.array([start[p] for p in PARAMETERS]) / scale
-    for fabric in dict.fromkeys((x0[PARAMETERS.index("fabric_beta")], 0.5, 2.0)):
+    x0 = np.array([start[p] for p in free]) / steps
+    fabrics = (x0[free.index("fabric_beta")], 0.5, 2.0) if "fabric_beta" in free else (None,)
+    for fabric in dict.fromkeys(fabrics):
         x = x0.copy()
-        x[PARAMETERS.index("fabric_beta")] = fabric
+        if fabric is not None:
+            x[free.index("fabric_beta")] = fabric
         found = least_squares(residuals, x, bounds=(0.0, np.inf), method="trf", diff_step=1e-3, x_scale=1.0)
         if best is None or found.cost < best.cost:
             best = found
@@ -224,4 +244,42 @@ def fit(
     for o in used:
         errors.setdefault(o.kind, []).append(predict(model, o) / o.seconds - 1)
     residual = {k: (float(np.sqrt(np.nanmean(np.square(v)))), len(v)) for k, v in errors.items()}
-    return NetworkFit(params, model, residual)
+    return NetworkFit(params, model, residual, standard_errors(best, free, steps, len(used)))
+
+
+def standard_errors(found: Any, free: Sequence[str], steps: np.ndarray, figures: int) -> dict[str, float]:
+    """Each free parameter's standard error: the least-squares covariance (JᵀJ)⁻¹·s², s² the residuals' variance
+    over ``figures`` − ``len(free)`` degrees of freedom; nan without degrees of freedom or where JᵀJ is singular in
+    that parameter."""
+    dof = figures - len(free)
+    if dof <= 0:
+        return dict.fromkeys(free, math.nan)
+    jac = np.asarray(found.jac, dtype=float)
+    s2 = 2 * float(found.cost) / dof
+    information = jac.T @ jac
+    covariance = np.linalg.pinv(information)
+    return {
+        name: float(np.sqrt(max(covariance[i, i], 0.0) * s2) * steps[i]) if information[i, i] > 0 else math.nan
+        for i, name in enumerate(free)
+    }
+
+
+def held_out(
+    observations: Sequence[Observation],
+    base: NetworkModel,
+    intra: tuple[float, float] | None,
+    start: dict[str, float],
+    free: Sequence[str],
+) -> dict[int, tuple[float, int]]:
+    """Leave one rank count out: for each rank count the figures were measured at (where there are several), the RMS
+    relative error with which a fit to the other counts' figures prices that count's, and how many there are."""
+    counts = sorted({o.ranks for o in observations if o.kind in FITTED})
+    out: dict[int, tuple[float, int]] = {}
+    for count in counts if len(counts) > 1 else ():
+        rest = fit([o for o in observations if o.ranks != count], base, intra, start, free)
+        mine = [o for o in observations if o.ranks == count and o.kind in FITTED and o.seconds > 0]
+        errors = np.array([predict(rest.model, o) / o.seconds - 1 for o in mine])
+        errors = errors[np.isfinite(errors)]
+        if len(errors):
+            out[count] = (float(np.sqrt(np.mean(np.square(errors)))), len(errors))
+    return out

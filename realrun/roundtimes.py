@@ -78,6 +78,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from stragglerlab.analysis.runfolder import Run, load_run
+from stragglerlab.realrun import testbed
 from stragglerlab.realrun.calibration import lognormal_cv, quartile_sigma
 from stragglerlab.realrun.harness import run_rank
 from stragglerlab.realrun.networkfit import record
@@ -411,11 +412,14 @@ def block_scenario(base: Scenario, name: str, P: int, iterations: int, keys: dic
     """The scenario of a calibration block of algorithm ``name`` over ``P`` ranks: ``base``'s, with ``keys`` (the
     block's size or buckets, its load) and no update gap (the blocks measure it); a group size or quorum beyond P is
     P."""
+    per_node = min(base.cluster.workers_per_node, P)
+    tb = testbed.active()
     return base.replace(
         **{
             "algorithm.name": name,
             "cluster.workers": P,
-            "cluster.workers_per_node": min(base.cluster.workers_per_node, P),
+            "cluster.workers_per_node": per_node,
+            **(testbed.layout(tb, P, per_node) if tb else {}),
             "algorithm.group_size": min(base.algorithm.group_size, P),
             "algorithm.quorum": min(base.algorithm.quorum, P),
             "iterations": iterations,

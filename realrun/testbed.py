@@ -189,6 +189,13 @@ def use(path: Path) -> Testbed:
     return tb
 
 
+def layout(tb: Testbed, ranks: int, per_node: int) -> dict[str, int]:
+    """The scenario keys that place a job of ``ranks`` ranks, ``per_node`` to a node, as :meth:`Testbed.placement`
+    does: its racks' nodes (``cluster.nodes_per_rack``; 0 where the testbed has one switch)."""
+    nodes = -(-ranks // per_node)
+    return {"cluster.nodes_per_rack": nodes // tb.racks if tb.racks > 1 and nodes >= tb.racks else 0}
+
+
 def launcher_options(tb: Testbed, ranks: int, per_node: int, nodes: Sequence[Node] | None = None) -> list[str]:
     """hydra's options that start ``ranks`` ranks across the testbed, ``per_node`` to a node (rank r on the
     (r // per_node)-th node of ``nodes``, by default the placement of :meth:`Testbed.placement`), sending between

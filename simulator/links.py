@@ -6,6 +6,10 @@ What a message crosses:
 - between two nodes (``cluster.workers_per_node`` ranks each): the sending node's injection link and the receiving
   node's ejection link, each of bandwidth 1/``beta``, shared by every rank of the node, and the fabric, of aggregate
   bandwidth 1/``fabric_beta`` (0: a fabric that is never the bottleneck, such as a full-bisection fat tree);
+- between two racks (``cluster.nodes_per_rack`` nodes each, where it is set): also the sending rack's uplink out and
+  the receiving rack's uplink in, each of bandwidth 1/``uplink_beta`` (0: never the bottleneck), shared by every
+  message leaving (or entering) the rack: a two-level fabric whose taper is the uplink against the rack's node
+  links;
 - inside one node: the sending rank's and the receiving rank's own copy bandwidth, 1/``intra_beta`` each.
 
 A message of n bytes is sent ``o`` (LogGP's per-message software overhead) after its sender's previous message of the
@@ -37,6 +41,8 @@ class Links:
     per_node: int = 1  # ranks of one node
     o: float = 0.0  # seconds of software overhead per message
     fabric_beta: float = 0.0  # seconds per byte of the fabric's aggregate bandwidth; 0: never a bottleneck
+    per_rack: int = 0  # nodes of one rack; 0: every node on one switch
+    uplink_beta: float = 0.0  # seconds per byte of a rack's uplink, each way; 0: never a bottleneck
 
     def intra(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Whether each message stays inside one node."""
@@ -96,18 +102,26 @@ class Links:
         """Each message's links (a row of indices, −1 for none) and every link's bandwidth (bytes per second)."""
         P = int(max(src.max(), dst.max())) + 1
         nodes = -(-P // self.per_node)
-        # links: injection and ejection per node, send and receive per rank (inside a node), the fabric
+        racks = -(-nodes // self.per_rack) if self.per_rack else 1
+        # links: injection and ejection per node, send and receive per rank (inside a node), the fabric, uplinks out
+        # of and into each rack
         inject, eject, send, receive, fabric = 0, nodes, 2 * nodes, 2 * nodes + P, 2 * nodes + 2 * P
+        out, into = fabric + 1, fabric + 1 + racks
         ns, nd = src // self.per_node, dst // self.per_node
-        rows = np.full((len(src), 3), -1, dtype=np.int64)
+        rows = np.full((len(src), 5), -1, dtype=np.int64)
         rows[:, 0] = np.where(intra, send + src, inject + ns)
         rows[:, 1] = np.where(intra, receive + dst, eject + nd)
         if self.fabric_beta > 0:
             rows[:, 2] = np.where(intra, -1, fabric)
-        capacity = np.empty(fabric + 1)
+        if self.per_rack and self.uplink_beta > 0:
+            rs, rd = ns // self.per_rack, nd // self.per_rack
+            rows[:, 3] = np.where(rs != rd, out + rs, -1)
+            rows[:, 4] = np.where(rs != rd, into + rd, -1)
+        capacity = np.empty(into + racks)
         capacity[: 2 * nodes] = _bandwidth(self.beta)
         capacity[2 * nodes : fabric] = _bandwidth(self.intra_beta)
         capacity[fabric] = _bandwidth(self.fabric_beta)
+        capacity[out:] = _bandwidth(self.uplink_beta)
         return rows, capacity
 
 

@@ -91,6 +91,8 @@ class NetworkModel:
             scenario.cluster.workers_per_node,
             net.message_overhead,
             net.fabric_beta,
+            scenario.cluster.nodes_per_rack,
+            net.uplink_beta,
         )
         return cls(links, net.gamma, net.allreduce, net.overhead, net.activation_delay)
 
@@ -107,7 +109,7 @@ class NetworkModel:
         step by step, sharing the links they meet on."""
         world = 1 + max(max(g) for g in groups)
         merged = schedules.concurrent(
-            groups, float(nbytes), self.links.per_node, world, lambda g: self.chosen(g, nbytes)
+            groups, float(nbytes), self.links.per_node, world, lambda g: self.chosen(g, nbytes), self.links.per_rack
         )
         return [float(t) + self.overhead for t in self.time(merged, len(groups))]
 

@@ -93,6 +93,7 @@ def _factor_table(v: Any) -> dict[int, float] | None:
 class Cluster:
     workers: int = key(8, POSITIVE_INT)
     workers_per_node: int = key(1, POSITIVE_INT)
+    nodes_per_rack: int = key(0, NONNEG_INT)  # 0: every node on one switch
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Network:
     overhead: float = key(0.0, NONNEG)  # seconds of software cost of every round
     message_overhead: float = key(0.0, NONNEG)  # LogGP's o: seconds of software cost of every message
     fabric_beta: float = key(0.0, NONNEG)  # seconds per byte of the fabric's aggregate bandwidth; 0: unlimited
+    uplink_beta: float = key(0.0, NONNEG)  # seconds per byte of each rack's uplink, each way; 0: unlimited
     activation_delay: float = key(0.0, NONNEG)  # seconds a rank takes to pass the activation token on, per tree step
     table: Path | None = key(None, Check(str, lambda v: bool(v), "a .csv file of measured rounds", path=True))
 

@@ -49,6 +49,10 @@ class Step:
     owner: np.ndarray
     repeat: int = 1
 
+    def __post_init__(self) -> None:
+        for name in FIELDS:  # schedules are cached and shared: nobody may change one in place
+            getattr(self, name).flags.writeable = False
+
 
 Schedule = tuple[Step, ...]
 FIELDS = ("src", "dst", "nbytes", "reduce", "owner")  # what merging concatenates
@@ -175,12 +179,19 @@ def allreduce(algorithm: str, members: tuple[int, ...], n: float, per_node: int,
 
 
 def concurrent(
-    groups: Sequence[Sequence[int]], n: float, per_node: int, world: int, algorithm_of: Callable[[tuple[int, ...]], str]
+    groups: Sequence[Sequence[int]],
+    n: float,
+    per_node: int,
+    world: int,
+    algorithm_of: Callable[[tuple[int, ...]], str],
+    per_rack: int = 0,
 ) -> Schedule:
     """The allreduces of ``groups`` run at the same time, as one schedule whose messages each belong to the index of
-    their group. Groups laid over nodes alike (the same number of members on each node, in the same order) have the
-    same schedule up to their ranks, so it is built once for a canonical group of that layout and its algorithm
-    (``algorithm_of(canonical)``) and mapped onto all of them at once: 8,192 groups of 8 cost one schedule."""
+    their group. Groups laid over nodes alike (the same number of members on each node, in the same order, the nodes
+    as far apart, and, with racks of ``per_rack`` nodes, in the same places of their racks) have the same schedule up
+    to their ranks, so it is built once for a canonical group of that layout and its algorithm
+    (``algorithm_of(canonical)``) and mapped onto all of them at once: 8,192 groups of 8 cost one schedule. The
+    canonical group starts at node 0 (at rack 0 with racks), whatever order its members are listed in."""
     parts = []
     sizes: dict[int, list[int]] = {}
     for g, group in enumerate(groups):
@@ -188,7 +199,10 @@ def concurrent(
     for size, indices in sizes.items():
         ranks = np.array([groups[g] for g in indices], dtype=np.int64).reshape(len(indices), size)
         nodes = ranks // per_node
-        layouts, which = np.unique(nodes - nodes[:, :1], axis=0, return_inverse=True)
+        first = nodes.min(axis=1, keepdims=True)
+        if per_rack:
+            first -= first % per_rack  # whole racks, so that the canonical group crosses racks where this one does
+        layouts, which = np.unique(nodes - first, axis=0, return_inverse=True)
         for k, layout in enumerate(layouts):
             alike = np.flatnonzero(which.ravel() == k)
             seen: dict[int, int] = {}
@@ -196,6 +210,7 @@ def concurrent(
             for node in layout.tolist():  # the same layout from rank 0: each member the next free slot of its node
                 canonical.append(node * per_node + seen.get(node, 0))
                 seen[node] = seen.get(node, 0) + 1
+            assert min(canonical) >= 0, canonical
             template = allreduce(algorithm_of(tuple(canonical)), tuple(canonical), n, per_node, world)
             slot = {r: i for i, r in enumerate(canonical)}
             mapped = ranks[alike]  # these groups × members

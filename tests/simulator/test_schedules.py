@@ -182,3 +182,60 @@ def test_a_d_psgd_worker_shares_its_link_among_its_neighbours():
     src = np.concatenate([np.arange(P), np.arange(P)])
     dst = np.concatenate([(np.arange(P) + 1) % P, (np.arange(P) - 1) % P])  # each sends to both ring neighbours
     assert model.gossip(N, src, dst) == pytest.approx([A + 2 * N * B] * (2 * P))
+
+
+def test_racks_share_their_uplinks_and_nothing_else():
+    # 8 nodes, 4 to a rack, the uplinks as fast as a node's link: one message leaving a rack is not slowed, two share
+    # their rack's uplink, and messages inside a rack never cross it
+    links = Links(A, B, A, B, per_rack=4, uplink_beta=B)
+    assert links.arrivals([0], [4], [N]) == pytest.approx([A + N * B])
+    assert links.arrivals([0, 1], [4, 5], [N, N]) == pytest.approx([A + 2 * N * B] * 2)
+    assert links.arrivals([0, 2], [1, 3], [N, N]) == pytest.approx([A + N * B] * 2)
+    # the taper: an uplink a quarter as fast as the rack's four node links carries four of them at a quarter's rate
+    tapered = Links(A, B, A, B, per_rack=4, uplink_beta=B)
+    assert tapered.arrivals([0, 1, 2, 3], [4, 5, 6, 7], [N] * 4) == pytest.approx([A + 4 * N * B] * 4)
+    assert Links(A, B, A, B, per_rack=4).arrivals([0, 1, 2, 3], [4, 5, 6, 7], [N] * 4) == pytest.approx([A + N * B] * 4)
+
+
+def test_a_ring_over_racks_crosses_each_uplink_once_each_way():
+    s = scenario(
+        **{
+            "cluster.workers": 8,
+            "cluster.nodes_per_rack": 4,
+            "network.alpha": A,
+            "network.beta": B,
+            "network.uplink_beta": B,
+        }
+    )
+    # one message a step leaves each rack (3 -> 4 and 7 -> 0): the uplinks are as fast as the nodes' links
+    assert cost_model(s).allreduce(8, N, "ring") == pytest.approx(14 * A + 14 / 8 * N * B)
+    # recursive doubling's last step pairs i with i ^ 4: all four of a rack's nodes leave it at once
+    rd = cost_model(s).allreduce(8, N, "recursive-doubling")
+    assert rd == pytest.approx(3 * A + 2 * N * B + 4 * N * B)
+
+
+def test_groups_listed_in_any_order_are_priced_alike():
+    model = cost_model(scenario(**{"cluster.workers": 8, "network.alpha": A, "network.beta": B}))
+    up = model.concurrent("group", N, [[1, 5], [2, 6]])
+    down = model.concurrent("group", N, [[5, 1], [6, 2]])
+    assert down == pytest.approx(up) and up == pytest.approx([model.allreduce([1, 5], N)] * 2)
+    racked = cost_model(
+        scenario(
+            **{
+                "cluster.workers": 8,
+                "cluster.nodes_per_rack": 4,
+                "network.alpha": 0.0,
+                "network.beta": B,
+                "network.uplink_beta": 2 * B,
+            }
+        )
+    )
+    # a pair inside rack 1 and a pair across both racks (over uplinks half as fast): alike on the nodes, not on racks
+    inside, across = racked.concurrent("group", N, [[5, 6], [3, 4]])
+    assert inside == pytest.approx(N * B) and across == pytest.approx(2 * N * B)
+
+
+def test_cached_schedules_cannot_be_changed():
+    schedule = schedules.allreduce("ring", (0, 1, 2, 3), N, 1, 4)
+    with pytest.raises(ValueError):
+        schedule[0].nbytes[0] = 0.0
