@@ -66,12 +66,16 @@ def line(one_way: np.ndarray) -> tuple[float, float]:
     return max(float(coef[0]), 0.0), max(float(coef[1]), 0.0)
 
 
-def observations(scenario: Scenario, jobs: Sequence[JobMeasurement]) -> list[Observation]:
-    """Every measured figure of every job that the fit prices (:mod:`.networkfit`)."""
+def observations(scenario: Scenario, jobs: Sequence[JobMeasurement], shaped: float = 0.0) -> list[Observation]:
+    """Every measured figure of every job that the fit prices (:mod:`.networkfit`); with ``shaped`` > 0 (links shaped
+    by a token bucket, which lets a burst through at full speed) the ping-pongs of messages smaller than ``shaped``
+    bytes and the bursts are left out: the model's links have no bucket."""
     out = []
     for job in jobs:
-        out += [Observation("p2p", job.ranks, float(n), float(t)) for n, t in zip(SIZES, job.one_way[""], strict=True)]
-        out += [Observation("burst", 2, float(k), float(t)) for k, t in zip(BURSTS, job.bursts, strict=True)]
+        pings = [(float(n), float(t)) for n, t in zip(SIZES, job.one_way[""], strict=True) if n >= shaped]
+        out += [Observation("p2p", job.ranks, n, t) for n, t in pings]
+        if not shaped:
+            out += [Observation("burst", 2, float(k), float(t)) for k, t in zip(BURSTS, job.bursts, strict=True)]
         if job.rounds is None:  # MPI_Allreduce of float32 vectors (allreduce_times)
             nbytes = 4.0 * np.maximum(np.array(SIZES) // 4, 1)
             out += [Observation("allreduce", job.ranks, n, t) for n, t in zip(nbytes, job.allreduce, strict=True)]
@@ -99,10 +103,12 @@ def start(jobs: Sequence[JobMeasurement]) -> dict[str, float]:
 
 
 def free_parameters(tb: testbed.Testbed | None) -> tuple[str, ...]:
-    """The parameters the fit finds (module doc): on a testbed no fabric, and the uplinks where it has racks."""
+    """The parameters the fit finds (module doc): on a testbed no fabric and no message overhead apart from the
+    latency (without the bursts, which its shapers' buckets pass whole, nothing tells them apart), and the uplinks
+    where it has racks."""
     if tb is None:
         return FITTED_PARAMETERS
-    kept = tuple(p for p in FITTED_PARAMETERS if p != "fabric_beta")
+    kept = tuple(p for p in FITTED_PARAMETERS if p not in ("fabric_beta", "message_overhead"))
     return (*kept, "uplink_beta") if tb.racks > 1 else kept
 
 
@@ -122,9 +128,11 @@ def testbed_notes(found: NetworkFit, tb: testbed.Testbed) -> list[str]:
 def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | None, tolerance: float) -> str:
     """The fragment's text from every job's measurements (module doc); ``table``: where the measured rounds go (the
     jobs' rounds are then measured, with ``--collectives``)."""
-    figures = observations(scenario, jobs)
     tb = testbed.active()
+    figures = observations(scenario, jobs, testbed.SHAPED if tb else 0.0)
     free, base, first = free_parameters(tb), base_model(scenario, jobs), start(jobs)
+    if tb is not None:  # what the testbed does not have: no fabric limit, no overhead apart from the latency
+        first.update({name: 0.0 for name in PARAMETERS if name not in free})
     if "uplink_beta" in free:
         first["uplink_beta"] = first["beta"]
     found = fit(figures, *base, first, free)
@@ -203,7 +211,7 @@ def _relative(error: float, value: float) -> str:
     """A standard error as a share of its parameter's value."""
     if not np.isfinite(error):
         return "undetermined"
-    return f"±{error / value:.0%}" if value > 0 else f"±{error:.1e} (at 0)"
+    return f"±{error / value:.0%}" if error < value else f"{value:.1e} ± {error:.1e}"
 
 
 def compute_of(scenario: Scenario, jobs: Sequence[JobMeasurement]) -> dict[str, Any]:

@@ -42,6 +42,8 @@ FILE = "testbed.toml"
 VARIABLE = "STRAGGLERLAB_TESTBED"
 #: bytes of each shaper's bucket (module doc)
 BURST = 4096
+#: the smallest message the shaped rate prices within about 10 %: below it a larger share passes in the bucket
+SHAPED = 16 * BURST
 #: seconds of traffic each shaper queues
 QUEUE = 1.0
 #: the ranges addresses are drawn from

@@ -15,15 +15,15 @@ import pytest
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun import testbed
-from stragglerlab.realrun.testbed import Node, Testbed
+from stragglerlab.realrun.testbed import Node
 from tests.realrun.conftest import ROOT, environment, stragglerlab
 
 PREFIX = "slt"  # not the default prefix, so that a testbed of the user's is never touched
 
 
-def a_testbed(nodes: int = 8, racks: int = 1, per_node: int = 1) -> Testbed:
+def a_testbed(nodes: int = 8, racks: int = 1, per_node: int = 1) -> testbed.Testbed:
     per_rack = nodes // racks
-    return Testbed(
+    return testbed.Testbed(
         prefix=PREFIX,
         nodes=tuple(Node(f"{PREFIX}-n{i}", f"198.18.0.{i + 10}", i // per_rack) for i in range(nodes)),
         link="50mbit",
