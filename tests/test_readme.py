@@ -4,7 +4,8 @@ what it prints, and each Python block. The setup blocks (``bash``: a virtual env
 the tests) are what CI itself runs (``.ci/run``).
 
 The commands that start MPI ranks (``run``, ``calibrate``) and the one that reads their output (``validate``) are
-marked ``mpi``; the README's calibrations take a minute or two on a loaded 2-core machine."""
+marked ``mpi``; the README's calibrations take a minute or two on a loaded 2-core machine. The emulated cluster's
+steps (``testbed``, ``--testbed``) need root, and are skipped without it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import pytest
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
 STARTS_RANKS = re.compile(r"stragglerlab (run|calibrate|validate) ")
+#: the steps that build an emulated cluster or use one: as root only
+TESTBED = re.compile(r"stragglerlab testbed |--testbed ")
 
 
 def steps() -> list[tuple[str, str, str]]:
@@ -73,6 +76,8 @@ def _id(step: tuple[str, str, str]) -> str:
 )
 def test_each_readme_step_runs_as_written(folder, step):
     kind, text, shown = step
+    if TESTBED.search(text) and os.geteuid() != 0:
+        pytest.skip("an emulated cluster needs root")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if kind == "python":
         done = subprocess.run([sys.executable, "-c", text], cwd=folder, env=env, capture_output=True, text=True)
