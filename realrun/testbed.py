@@ -212,7 +212,7 @@ def launcher_options(tb: Testbed, ranks: int, per_node: int, nodes: Sequence[Nod
         raise UserError(f"{ranks} ranks do not fill nodes of {per_node} (cluster.workers_per_node)")
     chosen = tb.placement(ranks // per_node) if nodes is None else nodes
     hosts = ",".join(f"{n.name}:{per_node}" for n in chosen)
-    env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": IFACE}
+    env = {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": IFACE, "GLOO_SOCKET_IFNAME": IFACE}
     return [
         "-launcher", "ssh", "-launcher-exec", str(tb.launcher), "-iface", tb.switch, "-hosts", hosts,
         *(x for k, v in env.items() for x in ("-genv", k, v)),

@@ -30,12 +30,21 @@ from typing import Any
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun import testbed
 from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
 from stragglerlab.realrun.buckets import ddp_buckets, describe
 from stragglerlab.realrun.injection import Injection
 from stragglerlab.realrun.replica import Replica, TorchReplica
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT
 from stragglerlab.simulator.scenario import Scenario
+
+
+def _address() -> str:
+    """Where the other ranks reach this one: its node's address on an emulated cluster (whose host names no resolver
+    knows), else its host name."""
+    tb = testbed.active()
+    host = socket.gethostname()
+    return next((n.address for n in tb.nodes if n.name == host), host) if tb else host
 
 
 def _free_port() -> int:
@@ -111,7 +120,7 @@ class TorchSync(Exchange):
         self.torch, self.dist = torch, dist
         device = getattr(replica, "device", torch.device("cpu"))
         self.device = device
-        address = comm.bcast((socket.gethostname(), _free_port()) if self.rank == 0 else None, root=0)
+        address = comm.bcast((_address(), _free_port()) if self.rank == 0 else None, root=0)
         if not dist.is_initialized():
             dist.init_process_group(
                 "nccl" if device.type == "cuda" else "gloo",

@@ -155,6 +155,16 @@ def test_a_two_node_testbed_end_to_end_leaves_nothing_behind(native_ready, tmp_p
         # the physics: no round beats the shaped links (the bytes crossed them, not the host's shared memory)
         assert (iterations["wait"].groupby(iterations["round"]).min() >= 0.9 * 4 * params / 2.5e6).all()
         assert len(rounds) == 8
+        ddp = tmp_path / "torch"  # the other backend: gloo's allreduce over the same links
+        real = stragglerlab(
+            "run", "--example", "eager-injected", "--testbed", str(file), "-o", str(ddp), "--backend", "torch",
+            "--set", "cluster.workers=2", "--set", "iterations=4", "--set", "algorithm.name=sync",
+            "--set", f"workload.params={params}", "--set", "workload.compute.mean=0.05",
+            timeout=300,
+        )  # fmt: skip
+        assert real.returncode == 0, real.stderr
+        gloo = pd.read_parquet(ddp / "iterations.parquet")
+        assert (gloo["wait"].groupby(gloo["round"]).min() >= 0.9 * 4 * params / 2.5e6).all()
         validated = stragglerlab("validate", str(run), "-o", str(tmp_path / "validation"), timeout=120)
         assert validated.returncode == 0, validated.stderr
         assert (tmp_path / "validation" / "validation.csv").exists()
