@@ -30,6 +30,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ import pandas as pd
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.realrun.testbed import parse_rate
 from stragglerlab.realrun.validate import read_calibration, validate
+from stragglerlab.simulator.measured import Extrapolated
 
 #: (name, algorithm, extra keys)
 CASES = (
@@ -166,6 +168,7 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("bench-testbed"))
     args = parser.parse_args()
     parse_rate(args.link)
+    warnings.simplefilter("ignore", Extrapolated)  # at the predicted size every exchange is the fitted model's
     rows = [row for setup in args.setup for repeat in range(args.repeats) for row in one_setup(setup, repeat, args)]
     frame = pd.DataFrame(rows)
     args.output.mkdir(parents=True, exist_ok=True)
