@@ -416,6 +416,11 @@ def _general(raw: dict[str, Any], general: Mapping[str, Any] | None) -> dict[str
     return raw
 
 
+def _copy(mapping: Mapping[Any, Any]) -> dict[str, Any]:
+    """A mapping and the mappings in it as new dicts with text keys: changing the copy leaves the scenario alone."""
+    return {str(k): _copy(x) if isinstance(x, Mapping) else x for k, x in mapping.items()}
+
+
 def _plain(value: Any) -> Any:
     """A key's value as ``to_dict`` writes it (paths as text, tuples as lists)."""
     if isinstance(value, Path):
@@ -534,7 +539,7 @@ def to_dict(s: Any) -> dict[str, Any]:
         elif isinstance(v, tuple):
             out[f.name] = list(v)
         elif isinstance(v, Mapping):
-            out[f.name] = {str(k): x for k, x in v.items()}
+            out[f.name] = _copy(v)
         else:
             out[f.name] = v
     return out

@@ -231,6 +231,16 @@ def test_the_stored_scenario_holds_the_values_run_and_round_trips(tmp_path):
     assert again.replace("x", **{"algorithm.name": "sgp"}).network.allreduce == "rabenseifner"
 
 
+def test_changing_an_algorithms_own_key_leaves_the_scenario_alone(tmp_path):
+    s = load(per_algorithm_file(tmp_path), ["algorithm.name=sgp"])
+    fewer = s.replace("x", **{"per_algorithm.sgp.algorithm.push_peers": 1})
+    assert fewer.algorithm.push_peers == 1
+    assert s.per_algorithm["sgp"]["algorithm"]["push_peers"] == 2 and to_dict(s)["algorithm"]["push_peers"] == 2
+    stored = to_dict(s)
+    stored["per_algorithm"]["sgp"]["algorithm"]["push_peers"] = 1  # a copy: the scenario is not changed through it
+    assert s.per_algorithm["sgp"]["algorithm"]["push_peers"] == 2
+
+
 def test_set_reaches_an_algorithms_own_keys(tmp_path):
     s = load(per_algorithm_file(tmp_path), ["per_algorithm.sync.network.beta=1e-9", "algorithm.name=sync"])
     assert s.network.beta == 1e-9
