@@ -398,8 +398,7 @@ def _per_algorithm(table: Any, origins: Origins) -> dict[str, dict[str, dict[str
                 unread = [k for k in keys if k in known and k not in reads]
                 if unread:
                     raise ScenarioError(
-                        f"{label}: {where}.algorithm.{unread[0]}: {name} does not read it (it reads "
-                        f"{', '.join(reads)})"
+                        f"{label}: {where}.algorithm.{unread[0]}: {name} does not read it (it reads {', '.join(reads)})"
                     )
             built = _build(_SECTIONS[section], keys, f"{where}.{section}.", origins)
             out[name][section] = {k: _plain(getattr(built, k)) for k in keys}
