@@ -271,34 +271,21 @@ def test_dpsgd_averages_with_its_neighbours_then_steps():
     assert len(seen["round"]) == s.iterations and np.ptp(W, axis=0).max() > 0
 
 
-def test_sgp_push_sum_keeps_the_average_and_de_biases():
-    s = scenario(**{**LINEAR, "algorithm.name": "sgp", "cluster.workers": 5})
+@pytest.mark.parametrize("P,push_peers", [(5, 1), (8, 2), (5, 2)])
+def test_sgp_push_sum_keeps_the_average_and_de_biases(P, push_peers):
+    s = scenario(**{**LINEAR, "algorithm.name": "sgp", "cluster.workers": P, "algorithm.push_peers": push_peers})
     wl = load_workload(s)
     seen, _ = trace(s, wl, events=("round",))
-    P, lr = s.workers, s.algorithm.lr
+    lr, L = s.algorithm.lr, (P - 1).bit_length()  # ⌈log2 P⌉ phases
     X, weight = np.tile(wl.initial().astype(np.float64), (P, 1)), np.ones(P)
     for n, (_, got) in enumerate(seen["round"]):
         G, _ = wl.gradient(X / weight[:, None], wl.batches(np.arange(P), np.full(P, n)))
         X = X - lr * G
-        src = [(i - 2 ** (n % 3)) % P for i in range(P)]  # ⌈log2 5⌉ = 3 phases
-        X, weight = (X + X[src]) / 2, (weight + weight[src]) / 2
-        np.testing.assert_allclose(got, X / weight[:, None], rtol=0, atol=1e-12)
-        assert np.isclose(got.mean(axis=0), X.mean(axis=0)).all() and np.allclose(weight, 1.0)
-    assert len(seen["round"]) == s.iterations
-
-
-def test_sgp_pushing_to_two_mixes_thirds_and_keeps_the_average():
-    s = scenario(**{**LINEAR, "algorithm.name": "sgp", "cluster.workers": 8, "algorithm.push_peers": 2})
-    wl = load_workload(s)
-    seen, _ = trace(s, wl, events=("round",))
-    P, lr = s.workers, s.algorithm.lr
-    X, weight = np.tile(wl.initial().astype(np.float64), (P, 1)), np.ones(P)
-    for n, (_, got) in enumerate(seen["round"]):
-        G, _ = wl.gradient(X / weight[:, None], wl.batches(np.arange(P), np.full(P, n)))
-        X = X - lr * G
-        one = [(i - 2 ** (n % 3)) % P for i in range(P)]  # ⌈log2 8⌉ = 3 phases
-        two = [(i - 2 ** ((n + 1) % 3)) % P for i in range(P)]
-        X, weight = (X + X[one] + X[two]) / 3, (weight + weight[one] + weight[two]) / 3
+        # i keeps 1/(k + 1) of its numerator and weight and receives as much from each of its k sources: the workers
+        # 2^(n mod L) below it, and, pushing to two, 2^((n + 1) mod L) below it
+        sources = [[(i - 2 ** ((n + k) % L)) % P for i in range(P)] for k in range(push_peers)]
+        X = (X + sum(X[src] for src in sources)) / (1 + push_peers)
+        weight = (weight + sum(weight[src] for src in sources)) / (1 + push_peers)
         np.testing.assert_allclose(got, X / weight[:, None], rtol=0, atol=1e-12)
         assert np.isclose(got.mean(axis=0), X.mean(axis=0)).all() and np.allclose(weight, 1.0)
     assert len(seen["round"]) == s.iterations
