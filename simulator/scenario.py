@@ -5,6 +5,11 @@ adding a key is one line. The ``[algorithm]`` table holds the keys every algorit
 declares in its record (:mod:`.algorithms`). Unknown keys and bad values raise :class:`ScenarioError` with one
 line naming the origin (file or ``--set``), the key, the value and what is allowed. ``--set key=value`` overrides
 go through the same checks.
+
+``[per_algorithm.NAME]`` tables give one algorithm its own ``network`` and ``algorithm`` keys (a comparison's
+sync on NCCL's ring while eager-SGD runs recursive doubling, SGP on its own graph): a scenario whose algorithm is
+NAME takes them in place of the general values, so every plane sees the values the algorithm ran with, and
+``meta.json`` stores them. :meth:`Scenario.replace` of ``algorithm.name`` starts again from the general values.
 """
 
 from __future__ import annotations
@@ -205,6 +210,13 @@ class Scenario:
     imbalance: Imbalance = field(default_factory=Imbalance)
     algorithm: Optimizer = field(default_factory=Algorithm)
     evals: Evals = field(default_factory=Evals)
+    # algorithm name -> {"network" | "algorithm": {key: value}}: the keys that algorithm runs with instead
+    per_algorithm: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = field(
+        default=None, metadata={"internal": True}
+    )
+    # dotted key -> its general value, for the keys this scenario's algorithm takes from per_algorithm (stored with
+    # the values run, so that a stored scenario gives the other algorithms theirs)
+    general: Mapping[str, Any] | None = field(default=None, compare=False, repr=False, metadata={"internal": True})
 
     @property
     def workers(self) -> int:
@@ -218,7 +230,7 @@ class Scenario:
     def replace(self, origin: str = "replace()", /, **changes: Any) -> Scenario:
         """A copy with dotted keys changed (``{"algorithm.name": "sync"}``; None: back to the default), validated like
         ``--set``; an error names ``origin``, what asked for the change (``--compare wagma``)."""
-        raw = to_dict(self)
+        raw = _general(to_dict(self), self.general)
         for dotted, value in changes.items():
             if value is None:
                 *path, name = dotted.split(".")
@@ -251,7 +263,7 @@ class Origins(dict):
 
 
 def _build(cls: type, raw: Mapping[str, Any], prefix: str, origins: Origins) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         key = prefix + unknown[0]
@@ -329,9 +341,92 @@ def from_dict(
     ``overridden`` came from elsewhere (``--set``) and are reported and resolved with their own origin.
     """
     origins = Origins({"": Origin(origin, base or Path.cwd()), **(overridden or {})})
+    raw = dict(raw)
+    stored = raw.pop("general", None)
+    if stored is not None and not (
+        isinstance(stored, dict) and all(k.partition(".")[0] in PER_ALGORITHM_SECTIONS for k in stored)
+    ):
+        raise origins.fail("general", stored, "a table of network.* and algorithm.* keys (as meta.json stores it)")
+    raw = _general(raw, stored)
+    table = _per_algorithm(raw.pop("per_algorithm", None), origins)
     scenario = _build(Scenario, raw, "", origins)
+    own = (table or {}).get(scenario.algorithm.name, {})
+    general = None
+    if own:
+        general = {f"{section}.{name}": _plain(getattr(getattr(scenario, section), name))
+                   for section, keys in own.items() for name in keys}  # fmt: skip
+        raw = {**raw, **{section: {**raw.get(section, {}), **keys} for section, keys in own.items()}}
+        label = f"{origins.of('').label} (per_algorithm.{scenario.algorithm.name})"
+        for dotted in general:
+            origins[dotted] = Origin(label, origins.of(f"per_algorithm.{scenario.algorithm.name}.{dotted}").base)
+        scenario = _build(Scenario, raw, "", origins)
+    scenario = dataclasses.replace(scenario, per_algorithm=table, general=general)
     _check_consistency(scenario, origins)
     return scenario
+
+
+#: the sections whose keys an algorithm may have of its own: how it exchanges
+PER_ALGORITHM_SECTIONS = ("network", "algorithm")
+
+
+def _per_algorithm(table: Any, origins: Origins) -> dict[str, dict[str, dict[str, Any]]] | None:
+    """``per_algorithm``, checked: each entry names an algorithm, holds only ``network`` and ``algorithm`` keys (the
+    latter ones that algorithm reads, not ``name``), each value valid as the general key's; file names resolved."""
+    if table is None:
+        return None
+    label = origins.of("per_algorithm").label
+    if not isinstance(table, dict):
+        raise origins.fail("per_algorithm", table, "a table of algorithm name = its own network and algorithm keys")
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, entry in table.items():
+        where = f"per_algorithm.{name}"
+        if name not in ALGORITHMS:
+            raise ScenarioError(f"{label}: {where}: not an algorithm (choose from {', '.join(ALGORITHMS)})")
+        if not isinstance(entry, dict):
+            raise origins.fail(where, entry, "a table with network and algorithm tables")
+        out[name] = {}
+        for section, keys in entry.items():
+            if section not in PER_ALGORITHM_SECTIONS:
+                raise ScenarioError(
+                    f"{label}: {where}.{section}: only network and algorithm keys can differ per algorithm"
+                )
+            if not isinstance(keys, dict):
+                raise origins.fail(f"{where}.{section}", keys, "a table of keys")
+            if section == "algorithm":
+                reads = sorted({"lr", "momentum", "weight_decay", *(k.name for k in algorithms.get(name).keys)})
+                if "name" in keys:
+                    raise ScenarioError(f"{label}: {where}.algorithm.name: the table's name is the algorithm")
+                known = {f.name for f in dataclasses.fields(Algorithm)}  # others: _build names them unknown
+                unread = [k for k in keys if k in known and k not in reads]
+                if unread:
+                    raise ScenarioError(
+                        f"{label}: {where}.algorithm.{unread[0]}: {name} does not read it (it reads {', '.join(reads)})"
+                    )
+            built = _build(_SECTIONS[section], keys, f"{where}.{section}.", origins)
+            out[name][section] = {k: _plain(getattr(built, k)) for k in keys}
+    return out
+
+
+def _general(raw: dict[str, Any], general: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``raw`` with the general values of the keys its algorithm took from ``per_algorithm`` (None: the default)."""
+    for dotted, value in (general or {}).items():
+        section, name = dotted.split(".", 1)
+        raw = {**raw, section: {k: v for k, v in raw.get(section, {}).items() if k != name}}
+        if value is not None:
+            raw[section][name] = value
+    return raw
+
+
+def _copy(mapping: Mapping[Any, Any]) -> dict[str, Any]:
+    """A mapping and the mappings in it as new dicts with text keys: changing the copy leaves the scenario alone."""
+    return {str(k): _copy(x) if isinstance(x, Mapping) else x for k, x in mapping.items()}
+
+
+def _plain(value: Any) -> Any:
+    """A key's value as ``to_dict`` writes it (paths as text, tuples as lists)."""
+    if isinstance(value, Path):
+        return str(value)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def load(
@@ -445,7 +540,7 @@ def to_dict(s: Any) -> dict[str, Any]:
         elif isinstance(v, tuple):
             out[f.name] = list(v)
         elif isinstance(v, Mapping):
-            out[f.name] = {str(k): x for k, x in v.items()}
+            out[f.name] = _copy(v)
         else:
             out[f.name] = v
     return out

@@ -1,12 +1,13 @@
 """``d-psgd`` and ``sgp`` with plain MPI point to point: at iteration n every rank sends its model to the ranks
 that receive from it in phase n mod phases and receives from its own peers (the rules'
 :class:`~stragglerlab.simulator.algorithms.gossip.GossipRules`: d-psgd's neighbours, sgp's source), all at once
-with non-blocking sends and receives on a duplicated communicator; the exchange is done when all have completed.
+with non-blocking sends and receives on a duplicated communicator; the exchange is done when its receives have
+completed, and its sends too where the rules' ``waits_for_sends`` says so.
 
 Each message holds the sender's post time and push-sum weight (two float64) and its model (float32). D-PSGD then
-sets w ← mean of its own posted model and its neighbours', and steps with its gradient. SGP (the rules'
-``waits_for_sends`` is false: push-sum) steps its numerator x with the gradient taken on x/weight, sends it, and
-keeps x ← (x + x_src)/2, weight ← (weight + weight_src)/2, loading x/weight for the next gradient.
+sets w ← mean of its own posted model and its neighbours', and steps with its gradient. SGP (the rules' ``push_sum``)
+steps its numerator x with the gradient taken on x/weight, sends it, and keeps x ← (x + Σ x_src)/(k + 1),
+weight ← (weight + Σ weight_src)/(k + 1) over its k sources, loading x/weight for the next gradient.
 
 Rows: every iteration is carried by its own round (version n, fresh); each rank's ``rounds`` row of iteration n (the
 latest post among it and its peers as ``t_trigger``, the peer that posted last as ``group``) is gathered to rank 0
@@ -58,7 +59,7 @@ class GossipExchange(PerRankRounds):
     def __init__(self, scenario, rules, comm, replica, clock, sink):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.gossip = comm.Dup()
-        self.push_sum = not rules.waits_for_sends
+        self.push_sum = rules.push_sum
         # push-sum's numerator, and where _mix leaves the mixed model (float64 buffers kept across iterations)
         self.x = self.replica.host(self.replica.params()).astype(np.float64)
         self.loaded = np.empty(self.d)  # x / weight
@@ -100,7 +101,7 @@ class GossipExchange(PerRankRounds):
         tag = n % _TAGS
         receives = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
         sends = [self.gossip.Isend(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
-        if self.push_sum:  # it does not wait for its sends, which complete once their receivers have posted
+        if not rules.waits_for_sends:  # its sends complete once their receivers have posted
             self.sending.append((sends, out))
             MPI.Request.Waitall(receives)
         else:
@@ -110,8 +111,8 @@ class GossipExchange(PerRankRounds):
         meta = [m[:_META].view(np.float64) for m in inbox]
         models = [m[_META:].view(np.float32) for m in inbox]
         if self.push_sum:
-            self._mix(posted, models, 2)
-            self.weight = (self.weight + sum(float(m[1]) for m in meta)) / 2
+            self._mix(posted, models, 1 + len(models))
+            self.weight = (self.weight + sum(float(m[1]) for m in meta)) / (1 + len(meta))
             self.replica.load(np.divide(self.x, self.weight, out=self.loaded))
         else:
             self.replica.load(self._mix(posted, models, 1 + len(models)))

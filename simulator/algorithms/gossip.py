@@ -83,6 +83,7 @@ class GossipRules(PeerCosts):
 
     kind = KIND
     waits_for_sends = True
+    push_sum = False  # models mixed as push-sum numerators with weights (sgp), or averaged (d-psgd)
 
     def __init__(self, scenario: Scenario, costs: CostModel):
         super().__init__(scenario, costs)

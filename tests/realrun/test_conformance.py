@@ -105,3 +105,15 @@ def test_quorum_runs_with_its_own_k(spawn, scenario_file, tmp_path, k):
     pd.testing.assert_frame_equal(real.rounds[ROUND_COLUMNS], sim.rounds[ROUND_COLUMNS])
     asynchronous = real.rounds[real.rounds.kind == "async"]
     assert len(asynchronous) and ((asynchronous.fresh == 3) if k == 3 else (asynchronous.fresh < 3)).all()
+
+
+def test_sgp_pushing_to_two_runs_as_its_rules(spawn, scenario_file, tmp_path):
+    """The released SGP's graph for real: each rank receives from two sources and waits for its two sends."""
+    text = SCENARIO.format(iterations=ITERATIONS, workers=3, factors=FACTORS[3], algorithm="sgp") + "push_peers = 2\n"
+    proc = spawn(3, ["run", str(scenario_file(text)), "-o", str(tmp_path / "real")], timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    real = load_run(tmp_path / "real")
+    sim = on_real_posts(real, tmp_path)
+    pd.testing.assert_frame_equal(real.rounds[ROUND_COLUMNS], sim.rounds[ROUND_COLUMNS])
+    pd.testing.assert_frame_equal(real.iterations[ITERATION_COLUMNS], sim.iterations[ITERATION_COLUMNS])
+    assert (real.rounds["contributors"] == 3).all()

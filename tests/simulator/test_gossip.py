@@ -156,6 +156,31 @@ def test_sgp_waits_for_its_source_only(tmp_path, engine, P):
     check(it, rounds, t_done, src, np.full((N, P), 2))
 
 
+@pytest.mark.parametrize("engine", ["reference", "fast"])
+@pytest.mark.parametrize("P", [2, 3, 5, 8])
+def test_sgp_pushing_to_two_waits_for_both_sources_and_its_sends(tmp_path, engine, P):
+    c = times(P, seed=3)
+    it, rounds = run_tables(on_trace(tmp_path, "sgp", c, **{"algorithm.push_peers": 2}), engine)
+    N = len(c)
+    L = (P - 1).bit_length()  # ⌈log2 P⌉
+    t_start, t_done = np.zeros(P), np.zeros((N, P))
+    group = np.zeros((N, P), dtype=np.int64)
+    contributors = np.zeros((N, P), dtype=np.int64)
+    for n in range(N):
+        post = t_start + c[n]
+        for i in range(P):
+            # the release: i pushes to i + 2^s and i + 2^(s+1 mod L), so receives from i - 2^s and i - 2^(s+1 mod L)
+            sources = sorted({(i - 2 ** (n % L)) % P, (i - 2 ** ((n + 1) % L)) % P})
+            # every worker sends and receives as many models: each link carries them one after the other, and i
+            # waits for its own sends, which leave when it posts
+            shared = ALPHA + len(sources) * 4 * PARAMS * BETA
+            t_done[n, i] = max(post[i], *(post[j] for j in sources)) + shared
+            group[n, i] = max(sources, key=lambda j: (post[j], -j))
+            contributors[n, i] = 1 + len(sources)
+        t_start = t_done[n] + UPDATE
+    check(it, rounds, t_done, group, contributors)
+
+
 def test_one_worker_gossips_with_nobody(tmp_path):
     c = times(1)
     for name in ("d-psgd", "sgp", "ad-psgd"):
@@ -246,20 +271,29 @@ def test_dpsgd_averages_with_its_neighbours_then_steps():
     assert len(seen["round"]) == s.iterations and np.ptp(W, axis=0).max() > 0
 
 
-def test_sgp_push_sum_keeps_the_average_and_de_biases():
-    s = scenario(**{**LINEAR, "algorithm.name": "sgp", "cluster.workers": 5})
+@pytest.mark.parametrize("P,push_peers", [(5, 1), (8, 2), (5, 2)])
+def test_sgp_push_sum_keeps_the_average_and_de_biases(P, push_peers):
+    s = scenario(**{**LINEAR, "algorithm.name": "sgp", "cluster.workers": P, "algorithm.push_peers": push_peers})
     wl = load_workload(s)
     seen, _ = trace(s, wl, events=("round",))
-    P, lr = s.workers, s.algorithm.lr
+    lr, L = s.algorithm.lr, (P - 1).bit_length()  # ⌈log2 P⌉ phases
     X, weight = np.tile(wl.initial().astype(np.float64), (P, 1)), np.ones(P)
     for n, (_, got) in enumerate(seen["round"]):
         G, _ = wl.gradient(X / weight[:, None], wl.batches(np.arange(P), np.full(P, n)))
         X = X - lr * G
-        src = [(i - 2 ** (n % 3)) % P for i in range(P)]  # ⌈log2 5⌉ = 3 phases
-        X, weight = (X + X[src]) / 2, (weight + weight[src]) / 2
+        # i keeps 1/(k + 1) of its numerator and weight and receives as much from each of its k sources: the workers
+        # 2^(n mod L) below it, and, pushing to two, 2^((n + 1) mod L) below it
+        sources = [[(i - 2 ** ((n + k) % L)) % P for i in range(P)] for k in range(push_peers)]
+        X = (X + sum(X[src] for src in sources)) / (1 + push_peers)
+        weight = (weight + sum(weight[src] for src in sources)) / (1 + push_peers)
         np.testing.assert_allclose(got, X / weight[:, None], rtol=0, atol=1e-12)
         assert np.isclose(got.mean(axis=0), X.mean(axis=0)).all() and np.allclose(weight, 1.0)
     assert len(seen["round"]) == s.iterations
+
+
+def test_sgp_pushes_to_one_or_two_peers_only(tmp_path):
+    with pytest.raises(ScenarioError, match="algorithm.push_peers = 3: must be 1 or 2"):
+        scenario(**{"algorithm.name": "sgp", "algorithm.push_peers": 3})
 
 
 def test_adpsgd_pairs_average_and_the_sum_moves_by_the_steps_only():

@@ -177,3 +177,104 @@ def test_errors_in_a_real_process_have_no_traceback(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 2 and "no such example" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+PER_ALGORITHM = """
+[cluster]
+workers = 8
+[network]
+allreduce = "rabenseifner"
+beta = 1e-10
+[algorithm]
+name = "eager-solo"
+[per_algorithm.eager-solo.network]
+allreduce = "recursive-doubling"
+[per_algorithm.sync.network]
+allreduce = "ring"
+beta = 4e-10
+table = "nccl.csv"
+[per_algorithm.sgp.algorithm]
+push_peers = 2
+"""
+
+
+def per_algorithm_file(tmp_path):
+    (tmp_path / "nccl.csv").write_text("kind,ranks,bytes,seconds\nsync,8,100,0.001\nsync,8,1000000000,1.0\n")
+    path = tmp_path / "s.toml"
+    path.write_text(PER_ALGORITHM)
+    return path
+
+
+def test_an_algorithm_runs_with_its_own_keys_and_the_others_with_the_general_ones(tmp_path):
+    s = load(per_algorithm_file(tmp_path))
+    assert s.network.allreduce == "recursive-doubling" and s.network.beta == 1e-10  # eager-solo's own, then general
+    sync = s.replace("--compare sync", **{"algorithm.name": "sync"})
+    assert (sync.network.allreduce, sync.network.beta) == ("ring", 4e-10)
+    assert sync.network.table == tmp_path / "nccl.csv"  # a file named in the table: from the scenario's folder
+    sgp = sync.replace("--compare sgp", **{"algorithm.name": "sgp"})
+    # sync's keys do not leak into the next algorithm: it starts again from the general values
+    assert (sgp.network.allreduce, sgp.network.beta, sgp.network.table) == ("rabenseifner", 1e-10, None)
+    assert sgp.algorithm.push_peers == 2
+    assert sgp.replace("--compare eager-solo", **{"algorithm.name": "eager-solo"}) == s
+
+
+def test_the_stored_scenario_holds_the_values_run_and_round_trips(tmp_path):
+    from stragglerlab.simulator.scenario import from_dict
+
+    sync = load(per_algorithm_file(tmp_path), ["algorithm.name=sync"])
+    stored = to_dict(sync)
+    assert stored["network"]["allreduce"] == "ring"  # what meta.json says the run used
+    assert stored["per_algorithm"]["sync"]["network"]["table"] == str(tmp_path / "nccl.csv")
+    again = from_dict(stored)
+    assert again == sync
+    # and from the stored form, another algorithm still gets the general values back
+    assert again.replace("x", **{"algorithm.name": "sgp"}).network.allreduce == "rabenseifner"
+
+
+def test_changing_an_algorithms_own_key_leaves_the_scenario_alone(tmp_path):
+    s = load(per_algorithm_file(tmp_path), ["algorithm.name=sgp"])
+    fewer = s.replace("x", **{"per_algorithm.sgp.algorithm.push_peers": 1})
+    assert fewer.algorithm.push_peers == 1
+    assert s.per_algorithm["sgp"]["algorithm"]["push_peers"] == 2 and to_dict(s)["algorithm"]["push_peers"] == 2
+    stored = to_dict(s)
+    stored["per_algorithm"]["sgp"]["algorithm"]["push_peers"] = 1  # a copy: the scenario is not changed through it
+    assert s.per_algorithm["sgp"]["algorithm"]["push_peers"] == 2
+
+
+def test_set_reaches_an_algorithms_own_keys(tmp_path):
+    s = load(per_algorithm_file(tmp_path), ["per_algorithm.sync.network.beta=1e-9", "algorithm.name=sync"])
+    assert s.network.beta == 1e-9
+    # a general --set does not override an algorithm's own key, only the general value the others run with
+    s = load(per_algorithm_file(tmp_path), ["network.allreduce=tree", "algorithm.name=sync"])
+    assert s.network.allreduce == "ring" and s.replace("x", **{"algorithm.name": "sgp"}).network.allreduce == "tree"
+
+
+@pytest.mark.parametrize(
+    "table,message",
+    [
+        ("per_algorithm = 3", "per_algorithm = 3: must be a table of algorithm name"),
+        ("[per_algorithm.bogus.network]\nbeta = 1", "per_algorithm.bogus: not an algorithm (choose from sync"),
+        ("[per_algorithm.sync.workload]\nbatch = 1", "per_algorithm.sync.workload: only network and algorithm keys"),
+        ("[per_algorithm.sync.network]\nbeta = -1", "per_algorithm.sync.network.beta = -1: must be a number >= 0"),
+        ("[per_algorithm.sync.network]\nbta = 1", "unknown key per_algorithm.sync.network.bta"),
+        ("[per_algorithm.sync.algorithm]\ntopology = 'ring'", "algorithm.topology: sync does not read it"),
+        ("[per_algorithm.sgp.algorithm]\nname = 'sync'", "algorithm.name: the table's name is the algorithm"),
+    ],
+)
+def test_per_algorithm_errors_are_one_line(table, message):
+    with pytest.raises(ScenarioError, match=message.replace("(", r"\(")) as err:
+        load(text=table)
+    assert "\n" not in str(err.value)
+
+
+def test_compare_runs_each_algorithm_with_its_own_keys(tmp_path, monkeypatch, capsys):
+    import json
+
+    path = per_algorithm_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", str(path), "-o", "out", "--compare", "sync,sgp", "--json"]) == 0
+    runs = {r["algorithm"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    stored = {name: json.loads((tmp_path / "out" / name / "meta.json").read_text())["scenario"] for name in runs}
+    assert stored["eager-solo"]["network"]["allreduce"] == "recursive-doubling"
+    assert stored["sync"]["network"]["allreduce"] == "ring" and stored["sync"]["network"]["beta"] == 4e-10
+    assert stored["sgp"]["network"]["allreduce"] == "rabenseifner" and stored["sgp"]["algorithm"]["push_peers"] == 2
