@@ -14,7 +14,7 @@ Setups (each its own testbed, built and removed here; run as root):
   at 8 ranks.
 
 Per setup and repeat: one ``stragglerlab calibrate --testbed --np A,B --collectives`` of sync, WAGMA's groups, D-PSGD's
-gossip and the parameter server's pushes at the runs' message size and a quarter and half of it, back to back
+gossip and the parameter server's pushes at the runs' message size and a quarter of it, back to back
 (``--balanced``); its fitted per-node bandwidth beside the links' rate and the probe's; then one real run of each
 algorithm below at the predicted size (timing-only, 1 MB messages, lognormal compute of mean 0.25 s and cv 0.1, one
 random worker 0.1 s late in each iteration), each validated trace-driven with the calibration: every exchange priced
@@ -118,7 +118,7 @@ def one_setup(setup: str, repeat: int, args: argparse.Namespace) -> list[dict]:
         started = time.perf_counter()
         stragglerlab(
             "calibrate", str(timed), "--testbed", str(tb), "--np", counts, "--collectives", "--balanced",
-            "--algorithms", CALIBRATED, "--sizes", f"{n // 4},{n // 2},{n}", "--max-blocks", str(args.max_blocks),
+            "--algorithms", CALIBRATED, "--sizes", f"{n // 4},{n}", "--max-blocks", str(args.max_blocks),
             "-o", str(fragment), "--force",
         )  # fmt: skip
         seconds = time.perf_counter() - started
