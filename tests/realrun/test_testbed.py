@@ -1,6 +1,7 @@
 """The emulated cluster: rates as tc spells them, the testbed file, where a job's ranks go, and, as root, a 2-node
-testbed end to end (up, a real run across it whose rounds cannot beat its shaped links, validate, down, nothing left);
-without the privileges, one line and nothing made."""
+testbed end to end (up, real runs of both backends across it whose rounds cannot beat its shaped links, a run killed
+with SIGKILL leaving nothing on the nodes, validate, down, nothing left); without the privileges, one line and nothing
+made."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -165,6 +167,21 @@ def test_a_two_node_testbed_end_to_end_leaves_nothing_behind(native_ready, tmp_p
         assert real.returncode == 0, real.stderr
         gloo = pd.read_parquet(ddp / "iterations.parquet")
         assert (gloo["wait"].groupby(gloo["round"]).min() >= 0.9 * 4 * params / 2.5e6).all()
+        killed = subprocess.Popen(
+            [sys.executable, "-m", "stragglerlab.cli", "run", "--example", "eager-injected", "--testbed", str(file),
+             "-o", str(tmp_path / "killed"), "--set", "cluster.workers=2", "--set", "iterations=1000",
+             "--set", f"workload.params={params}"],
+            env=environment(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while len(testbed.processes(PREFIX)) < 4 and time.monotonic() < deadline:  # a proxy and a rank on each node
+            time.sleep(0.2)
+        assert len(testbed.processes(PREFIX)) >= 4
+        killed.kill()  # SIGKILL: no handler of the command runs; the launcher's death takes the nodes' processes
+        killed.wait()
+        while testbed.processes(PREFIX) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert testbed.processes(PREFIX) == []
         validated = stragglerlab("validate", str(run), "-o", str(tmp_path / "validation"), timeout=120)
         assert validated.returncode == 0, validated.stderr
         assert (tmp_path / "validation" / "validation.csv").exists()
