@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from stragglerlab.realrun.calibration import BURSTS, SIZES
-from stragglerlab.realrun.networkfit import FITTED_PARAMETERS, Observation, fit, predict, record, with_params
+from stragglerlab.realrun.networkfit import FITTED_PARAMETERS, Observation, fit, held_out, predict, record, with_params
 from stragglerlab.simulator.network import NetworkModel
 from tests.helpers import scenario
 
@@ -62,3 +62,39 @@ def test_recorded_rules_price_each_kind_as_the_simulator_does():
     n = 4 * s.workload.params
     each = NetworkModel.of(s).gossip(n, np.array([1, 3, 0, 2, 1, 3, 0, 2]), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
     assert g.figure(NetworkModel.of(s), "gossip", 4) == pytest.approx(each.max())
+
+
+def test_each_parameter_has_a_standard_error_and_each_rank_count_is_priced_by_a_fit_without_it():
+    base = NetworkModel.of(scenario(**{"network.allreduce": "native"}))
+    observations = synthetic(with_params(base, PLANTED, None))
+    start = {"alpha": 1e-5, "beta": 1e-9, "gamma": 5e-10, "overhead": 0}
+    free = ("alpha", "beta", "gamma", "overhead")
+    noisy = [  # a residual of a few percent, as measured figures have, gives the parameters standard errors
+        Observation(o.kind, o.ranks, o.nbytes, o.seconds * (1 + 0.03 * np.sin(i)), o.rules)
+        for i, o in enumerate(observations)
+    ]
+    found = fit(noisy, base, None, start, free)
+    assert set(found.errors) == set(free)
+    assert all(0 < found.errors[p] < found.params[p] for p in ("alpha", "beta"))
+    held = held_out(observations, base, None, start, free)
+    assert set(held) == {2, 3} and all(n > 0 for _, n in held.values())
+
+
+def test_a_fit_without_a_fabric_finds_the_uplinks_of_racks():
+    planted = {**PLANTED, "fabric_beta": 0.0, "message_overhead": 0.0, "uplink_beta": 6e-10}
+    out = []
+    for P, per_rack in ((2, 1), (4, 2)):  # a job's racks hold half its nodes, as on a two-rack testbed
+        for name in ("sync", "d-psgd"):
+            for n in (4096, 4194304):
+                keys = {"cluster.workers": P, "cluster.nodes_per_rack": per_rack, "algorithm.name": name}
+                rules = record(scenario(**keys, **{"workload.params": n // 4, "network.allreduce": "native"}))
+                out += [Observation(kind, ranks, n, 0.0, rules) for (kind, _), ranks in rules.ranks().items()]
+    out += [Observation("p2p", 2, n, 0.0) for n in SIZES]
+    base = NetworkModel.of(scenario(**{"network.allreduce": "native", "cluster.nodes_per_rack": 2}))
+    truth = with_params(base, planted, None)
+    observations = [Observation(o.kind, o.ranks, o.nbytes, predict(truth, o), o.rules) for o in out]
+    free = ("alpha", "beta", "gamma", "overhead", "uplink_beta")
+    start = {"alpha": 1e-5, "beta": 1e-9, "gamma": 5e-10, "overhead": 0, "uplink_beta": 1e-9}
+    found = fit(observations, base, None, start, free)
+    assert found.params["uplink_beta"] == pytest.approx(6e-10, rel=0.02)
+    assert found.params["beta"] == pytest.approx(PLANTED["beta"], rel=0.02)
