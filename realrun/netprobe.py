@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.realrun.mpiexec import mpiexec, start
 from stragglerlab.realrun.testbed import Testbed, launcher_options
 
 #: ping-pongs of the latency; messages of the bandwidth
@@ -45,8 +46,6 @@ def _failed(tb: Testbed, what: str, said: str, code: int | None) -> UserError:
 
 def _job(tb: Testbed, nbytes: int) -> dict[str, Any]:
     """Run the probe on nodes 0 and 1 of ``tb``; what rank 0 wrote."""
-    from stragglerlab.realrun.mpiexec import mpiexec, start
-
     with tempfile.TemporaryDirectory(prefix="stragglerlab-probe-") as tmp:
         out = Path(tmp) / "out.json"
         command = [

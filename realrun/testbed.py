@@ -31,7 +31,7 @@ import shutil
 import signal
 import subprocess
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -347,8 +347,11 @@ def up(
     ranks_per_node: int = 1,
     force: bool = False,
     progress: bool = True,
+    tcp_cpu: Callable[[Testbed], float] | None = None,
 ) -> Testbed:
-    """Build a testbed (module doc) and write its file into the state folder; on any failure, remove what was made."""
+    """Build a testbed (module doc) and write its file into the state folder; on any failure, remove what was made.
+    ``tcp_cpu`` measures the CPU a byte costs through its links (:func:`.netprobe.tcp_cpu`), which the links' rate is
+    checked against; None: not measured."""
     if not PREFIX_PATTERN.fullmatch(prefix):
         raise UserError(f"--prefix {prefix}: a lower-case letter, then up to 5 letters or digits")
     if not 1 <= nodes <= 250:
@@ -392,7 +395,8 @@ def up(
     try:
         _build(tb, progress)
         _shape_all(tb)
-        tb = _checked_rate(tb, force)
+        if tcp_cpu is not None:
+            tb = _checked_rate(tb, force, tcp_cpu)
         (tb.state / FILE).write_text(to_toml(tb))
     except BaseException:
         down(prefix)
@@ -443,12 +447,10 @@ def _shape_all(tb: Testbed) -> None:
         _shape(f"{tb.prefix}-c{rack}", tb.uplink_rate)  # out of the rack
 
 
-def _checked_rate(tb: Testbed, force: bool) -> Testbed:
-    """``tb`` with the CPU a byte costs through its links' TCP path measured (:func:`.netprobe.tcp_cpu`); a one-line
-    error when every node sending at its link's rate would keep more than :data:`CPU_SHARE` of the cores busy in that
-    path (unless ``force``): the cores, not the links, would set the pace, and the ranks need CPU of their own."""
-    from stragglerlab.realrun.netprobe import tcp_cpu
-
+def _checked_rate(tb: Testbed, force: bool, tcp_cpu: Callable[[Testbed], float]) -> Testbed:
+    """``tb`` with the CPU a byte costs through its links' TCP path measured (``tcp_cpu``); a one-line error when
+    every node sending at its link's rate would keep more than :data:`CPU_SHARE` of the cores busy in that path
+    (unless ``force``): the cores, not the links, would set the pace, and the ranks need CPU of their own."""
     if len(tb.nodes) < 2:
         return tb
     cost = tcp_cpu(tb)

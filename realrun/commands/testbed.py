@@ -14,6 +14,7 @@ from pathlib import Path
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, write_text
 from stragglerlab.realrun import testbed
+from stragglerlab.realrun.netprobe import probe, tcp_cpu
 from stragglerlab.simulator.commands import print_json
 
 
@@ -72,6 +73,7 @@ def _up(args: argparse.Namespace) -> int:
         args.ranks_per_node,
         args.force,
         progress=sys.stderr.isatty(),
+        tcp_cpu=tcp_cpu,
     )
     print("\n".join(testbed.summary(tb)))
     written = testbed.default_file(tb.prefix)
@@ -107,8 +109,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from stragglerlab.realrun.netprobe import probe
-
     tb = testbed.use(_file(args))
     found = probe(tb)
     if args.json:
