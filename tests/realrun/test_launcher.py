@@ -70,9 +70,11 @@ def launches(monkeypatch, tmp_path):
             assert self.scratch is None or (self.scratch.is_dir() and tempfile.gettempdir() == str(self.scratch))
             return STOPPED
 
-    monkeypatch.setattr(run_command, "_launch_and_watch", lambda ranks, argv, folder: started.append((ranks, {})))
+    monkeypatch.setattr(
+        run_command, "_launch_and_watch", lambda ranks, argv, folder, per_node: started.append((ranks, {}))
+    )
     monkeypatch.setattr(calibrate_command, "start", Job)
-    monkeypatch.setattr(calibrate_command, "launch", lambda ranks, argv: ["mpiexec", "-n", str(ranks)])
+    monkeypatch.setattr(calibrate_command, "launch", lambda ranks, argv, per_node=1: ["mpiexec", "-n", str(ranks)])
     for variable in run_command.LAUNCHER_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.chdir(tmp_path)

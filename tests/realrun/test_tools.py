@@ -184,7 +184,9 @@ def test_run_refuses_outputs_before_starting_any_rank(tmp_path):
 
 def test_run_without_np_starts_cluster_workers_ranks_and_warns_beyond_the_cores(tmp_path, monkeypatch, capsys):
     launched = []
-    monkeypatch.setattr(run_command, "_launch_and_watch", lambda ranks, argv, folder: launched.append((ranks, argv)))
+    monkeypatch.setattr(
+        run_command, "_launch_and_watch", lambda ranks, argv, folder, per_node: launched.append((ranks, argv))
+    )
     for variable in run_command.LAUNCHER_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
