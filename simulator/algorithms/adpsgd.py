@@ -230,6 +230,6 @@ RECORD = Algorithm(
     kernel="stragglerlab.simulator.fast.adpsgd:kernel",
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
-    style=Style("#44AA99", ">"),
+    style=Style("#555555", ">"),
     own_step=True,
 )

@@ -74,6 +74,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:AsyncPsExchange"},
-    style=Style("#D55E00", "X"),
+    style=Style("#4B0092", "X"),
     central=True,
 )

@@ -74,7 +74,7 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
-    style=Style("#882255", "h"),
+    style=Style("#994F00", "h"),
     central=True,
     own_step=True,
 )

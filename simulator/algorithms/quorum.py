@@ -63,6 +63,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=gradient_rounds,
     exchanges=EXCHANGES,
-    style=Style("#AA4499", "*"),
+    style=Style("#A50026", "*"),
     check=check,
 )

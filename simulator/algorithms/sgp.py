@@ -71,6 +71,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
-    style=Style("#DDCC77", "p"),
+    style=Style("#999933", "p"),
     own_step=True,
 )

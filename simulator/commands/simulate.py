@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import Summary, summarize
-from stragglerlab.analysis.outputs import unused_name
+from stragglerlab.analysis.outputs import output_path, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
 from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
 from stragglerlab.simulator.estimate import check, combined, estimate
@@ -30,7 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="DIR",
         help="run folder (with --compare: a folder holding one run folder per algorithm); default "
         "runs/<scenario name>, or runs/<scenario name>-2, -3, ... when that exists",
@@ -77,6 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def algorithm_list(text: str) -> list[str]:
     """``--compare a,b``: the algorithms named, each one of :data:`ALGORITHMS`."""
     names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no algorithm (e.g. --compare sync,wagma)")
     for name in names:
         if name not in ALGORITHMS:
             raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(ALGORITHMS)})")

@@ -22,6 +22,7 @@ from stragglerlab.simulator.estimate import check, combined, estimate
 from stragglerlab.simulator.run import engine_for
 from stragglerlab.simulator.scenario import ALGORITHMS
 from stragglerlab.simulator.sweep import cells, mpi_world_size, parse_grid, sweep
+from stragglerlab.analysis.outputs import output_path
 
 #: the metrics of the printed summary
 SHOWN = ("samples_per_s", "mean_iteration", "wait_fraction", "mean_staleness", "fresh_fraction")
@@ -58,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         required=True,
         metavar="DIR",
         help="the sweep folder: one run folder per cell; a re-run resumes it",
