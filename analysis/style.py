@@ -150,7 +150,11 @@ def distance(a: str, b: str) -> float:
     )
     sl = 1 + 0.015 * (l_mean - 50) ** 2 / math.sqrt(20 + (l_mean - 50) ** 2)
     sc, sh = 1 + 0.045 * c_bar, 1 + 0.015 * c_bar * t
-    rt = -2 * math.sqrt(c_bar**7 / (c_bar**7 + 25**7)) * math.sin(math.radians(60 * math.exp(-(((h_bar - 275) / 25) ** 2))))
+    rt = (
+        -2
+        * math.sqrt(c_bar**7 / (c_bar**7 + 25**7))
+        * math.sin(math.radians(60 * math.exp(-(((h_bar - 275) / 25) ** 2))))
+    )
     return math.sqrt((dl / sl) ** 2 + (dc / sc) ** 2 + (dhh / sh) ** 2 + rt * (dc / sc) * (dhh / sh))
 
 

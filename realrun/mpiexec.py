@@ -72,7 +72,8 @@ def start(command: list[str], **options: Any) -> subprocess.Popen:
 #: Ctrl-C or kill, or a rank lost, the command says what happened in its own line instead
 BANNER = re.compile(
     rb"(={20,}|=   [A-Z].*|YOUR APPLICATION TERMINATED WITH THE EXIT STRING.*"
-    rb"|This typically refers to a problem with your application\.|Please see the FAQ page for debugging suggestions)\s*"
+    rb"|This typically refers to a problem with your application\."
+    rb"|Please see the FAQ page for debugging suggestions)\s*"
 )
 
 

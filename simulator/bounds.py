@@ -4,8 +4,8 @@ overflow to infinity or NaN (or never end).
 - **Times.** Every key that is a time a worker spends in each iteration (a compute time, a delay, a latency, an
   overhead) and every time per byte times the message's bytes, every persistent factor times the mean compute time,
   every trace entry, and the iteration these make together (its slowest compute time, the update, a call, and the
-  least time an exchange of the whole model among all workers takes, :func:`_exchange`), times ``iterations``, stays within
-  :data:`HORIZON` seconds of simulated time; ``duration`` too.
+  least time an exchange of the whole model among all workers takes, :func:`_exchange`), times ``iterations``, stays
+  within :data:`HORIZON` seconds of simulated time; ``duration`` too.
 - **Spreads.** A coefficient of variation is at most :data:`MAX_CV` (a gamma's shape at least 1/MAX_CV²).
 - **Sizes.** ``workload.params`` and ``workload.samples`` are at most :data:`MAX_ELEMENTS`, ``workload.batch`` at
   most :data:`MAX_BATCH`, ``algorithm.servers`` at most :data:`MAX_SERVERS`, ``workload.buckets`` at most
@@ -16,13 +16,11 @@ overflow to infinity or NaN (or never end).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from stragglerlab.simulator.network import BYTES_PER_ELEMENT, log2ceil
-
 from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.network import BYTES_PER_ELEMENT, log2ceil
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.scenario import Scenario
@@ -109,7 +107,9 @@ def check(s: Scenario, fail: Fail, label: str, trace_max: float = 0.0) -> None:
         slowest *= factor
     elif im.kind == "trace":
         if trace_max > most:
-            raise fail("imbalance.file", str(im.file), f"compute times of at most {most:.3g} s (one is {trace_max:.3g})")
+            raise fail(
+                "imbalance.file", str(im.file), f"compute times of at most {most:.3g} s (one is {trace_max:.3g})"
+            )
         slowest = trace_max
     elif im.kind == "random-delay":
         slowest += im.delay

@@ -82,7 +82,11 @@ def _factor_table(v: Any) -> dict[int, float] | None:
     out = {}
     for k, f in v.items():
         if not (
-            re.fullmatch("[0-9]+", str(k)) and isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 and math.isfinite(f)
+            re.fullmatch("[0-9]+", str(k))
+            and isinstance(f, (int, float))
+            and not isinstance(f, bool)
+            and f > 0
+            and math.isfinite(f)
         ):
             return None
         out[int(k)] = float(f)

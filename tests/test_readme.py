@@ -21,10 +21,10 @@ BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.M | re.S)
 STARTS_RANKS = re.compile(r"stragglerlab (run|calibrate|validate) ")
 
 
-def steps() -> list[tuple[str, str, str]]:
-    """The README's steps in order: ("command", the command, the output shown) or ("python", the code, "")."""
+def steps(page: Path = README) -> list[tuple[str, str, str]]:
+    """A page's steps in order: ("command", the command, the output shown) or ("python", the code, "")."""
     out = []
-    for language, body in BLOCK.findall(README.read_text()):
+    for language, body in BLOCK.findall(page.read_text()):
         if language == "python":
             out.append(("python", body, ""))
         elif language == "console":
@@ -72,6 +72,11 @@ def _id(step: tuple[str, str, str]) -> str:
     ids=[_id(s) for s in STEPS],
 )
 def test_each_readme_step_runs_as_written(folder, step):
+    run_step(folder, step)
+
+
+def run_step(folder: Path, step: tuple[str, str, str]) -> None:
+    """Run one step in ``folder`` as a user would; what the page shows of its output must be what it prints."""
     kind, text, shown = step
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     if kind == "python":

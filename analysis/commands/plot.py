@@ -11,8 +11,8 @@ from pathlib import Path
 
 from stragglerlab.analysis.collection import load_runs, select
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.plots import KINDS, Options, draw, save
 from stragglerlab.analysis.outputs import output_path
+from stragglerlab.analysis.plots import KINDS, Options, draw, save
 
 #: unfinished runs named in the warning before "..."
 NAMED = 3

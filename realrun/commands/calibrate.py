@@ -58,7 +58,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="P[,P...]",
         help="start mpiexec -n P on this machine (P >= 2); several counts: a launch each, fitted together",
     )
-    parser.add_argument("-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)"
+    )
     parser.add_argument(
         "--compute-iterations",
         type=int,

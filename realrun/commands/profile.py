@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import tomllib
-from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, output_path, write_text
@@ -24,7 +23,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="MB",
         help=f"the most MiB in one gradient bucket, as DDP's bucket_cap_mb (default {DDP_BUCKET_MB:g})",
     )
-    parser.add_argument("-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)"
+    )
     output_arguments(parser, "replace the -o file if it exists")
 
 

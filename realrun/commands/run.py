@@ -5,8 +5,9 @@ Under ``mpiexec -n P`` or ``srun`` every rank runs this command (one rank per wo
 launcher, without ``--np``, it starts ``cluster.workers`` ranks so, first estimating their memory (:mod:`..footprint`):
 ranks that would need more than the machine has are refused unless ``--force``. Rank 0 prints the summary ``simulate``
 prints; however the job ends (Ctrl-C and a kill included) no rank is left, the run folder holds no ``.live/``, and the
-launcher's termination banner is kept off the output (the command says what happened in one line). The default folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a simulated
-run is replaced only with ``--force``, and a real run never.
+launcher's termination banner is kept off the output (the command says what happened in one line). The default
+folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a simulated run is replaced
+only with ``--force``, and a real run never.
 """
 
 from __future__ import annotations

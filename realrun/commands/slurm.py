@@ -16,8 +16,8 @@ import shlex
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.simulator.commands import load_scenario, scenario_arguments
 from stragglerlab.analysis.outputs import output_path
+from stragglerlab.simulator.commands import load_scenario, scenario_arguments
 
 #: the time limits sbatch accepts: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
 TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|UNLIMITED|INFINITE")
@@ -37,7 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", help="partition to submit to")
     parser.add_argument("--account", help="account to charge")
     parser.add_argument("--backend", choices=("native", "torch"), default="native", help="as stragglerlab run")
-    parser.add_argument("-o", "--output", type=output_path, metavar="DIR", help="run folder (default runs/<name>-<job id>)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="DIR", help="run folder (default runs/<name>-<job id>)"
+    )
     parser.add_argument(
         "--setup",
         action="append",

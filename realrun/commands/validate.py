@@ -171,7 +171,11 @@ def check_groups(runs: list[Run], k: int, mode: str) -> None:
     if len(runs) % k:
         raise UserError(f"--repeat {k}: {len(runs)} {mode} runs are not groups of {k} repeats")
     for first in range(0, len(runs), k):
-        names = list(dict.fromkeys(str(r.meta.get("scenario", {}).get("algorithm", {}).get("name")) for r in runs[first : first + k]))
+        names = list(
+            dict.fromkeys(
+                str(r.meta.get("scenario", {}).get("algorithm", {}).get("name")) for r in runs[first : first + k]
+            )
+        )
         if len(names) > 1:
             raise UserError(f"--repeat {k}: one group of repeats mixes {', '.join(names)}")
 

@@ -223,6 +223,7 @@ def apply(
 
 RECORD = Algorithm(
     name="ad-psgd",
+    legend="stale 0 (each exchange averages the models the pair holds then); fresh: all",
     summary="AD-PSGD: after each gradient a worker averages with one random neighbour, served by its thread",
     keys=(TOPOLOGY,),
     rules=AdPsgdRules,

@@ -67,6 +67,7 @@ def apply(
 
 RECORD = Algorithm(
     name="async-ps",
+    legend="stale: server updates for others between the model it computed on and its own push's; fresh: all",
     summary="asynchronous SGD: each gradient pushed to a FIFO parameter server, which replies with its new model",
     keys=(SERVERS, SERVER_GAMMA),
     rules=AsyncPsRules,

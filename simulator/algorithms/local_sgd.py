@@ -75,6 +75,7 @@ def apply(
 
 RECORD = Algorithm(
     name="local-sgd",
+    legend="stale 0 (local steps on its own model); fresh: carried by some average (not steps after the last)",
     summary="local SGD: period local steps, then a synchronous average of every model",
     keys=(PERIOD,),
     rules=LocalSgdRules,

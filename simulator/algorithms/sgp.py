@@ -64,6 +64,7 @@ def apply(
 
 RECORD = Algorithm(
     name="sgp",
+    legend="stale 0 (each exchange mixes the models held then); fresh: all",
     summary="SGP: push-sum gossip; each worker pushes half its model to one peer of a time-varying exponential graph",
     keys=(),
     rules=SgpRules,

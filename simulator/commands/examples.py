@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.outputs import check_new_file, output_path, write_text

@@ -9,20 +9,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from stragglerlab.analysis.collection import summary_table
 from stragglerlab.analysis.compare import ALGORITHM, aggregate, speedup
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import output_path
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
 from stragglerlab.simulator.estimate import check, combined, estimate
 from stragglerlab.simulator.run import engine_for
 from stragglerlab.simulator.scenario import ALGORITHMS
 from stragglerlab.simulator.sweep import cells, mpi_world_size, parse_grid, sweep
-from stragglerlab.analysis.outputs import output_path
 
 #: the metrics of the printed summary
 SHOWN = ("samples_per_s", "mean_iteration", "wait_fraction", "mean_staleness", "fresh_fraction")

@@ -2,9 +2,8 @@
 analysis itself never tells algorithms apart by name."""
 
 import ast
-from pathlib import Path
-
 import itertools
+from pathlib import Path
 
 import pytest
 

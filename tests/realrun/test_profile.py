@@ -92,4 +92,4 @@ def test_profile_times_one_process_whatever_the_scenario_s_cluster(tmp_path):
     argv = ["--example", "eager-injected", "--set", "workload.model='torch:mlp'", "--iterations", "3", "-o", str(out)]
     done = stragglerlab("profile", *argv, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert tomllib.loads(out.read_text())["workload"]["batch"] == 128
+    assert "batch 128" in out.read_text() and tomllib.loads(out.read_text())["workload"]["params"] > 1000

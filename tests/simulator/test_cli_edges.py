@@ -48,7 +48,9 @@ def test_validate_checks_its_repeats_before_simulating_anything(tmp_path, capsys
     assert main(["simulate", *SMALL, "-o", str(run)]) == 0
     capsys.readouterr()
     out = tmp_path / "validation"
-    one_line_error(capsys, ["validate", str(run), "--repeat", "2", "-o", str(out)], "1 trace-driven runs", "groups of 2")
+    one_line_error(
+        capsys, ["validate", str(run), "--repeat", "2", "-o", str(out)], "1 trace-driven runs", "groups of 2"
+    )
     assert not out.exists()
 
 

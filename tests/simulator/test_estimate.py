@@ -46,11 +46,15 @@ def test_a_trained_model_is_estimated_by_its_own_parameter_count():
 
 
 def test_a_built_in_model_s_data_set_is_counted_so_a_huge_one_is_refused_before_it_is_made():
-    mixture = estimate(scenario("workload.model=logistic", "workload.samples=2000000", "workload.dimension=500"), "fast")
+    mixture = estimate(
+        scenario("workload.model=logistic", "workload.samples=2000000", "workload.dimension=500"), "fast"
+    )
     bare = estimate(scenario("workload.model=logistic", "workload.samples=1000000", "workload.dimension=500"), "fast")
     assert mixture.memory - bare.memory >= 1_000_000 * 500 * 8  # float64 features, at least once
     with pytest.raises(UserError, match="needs about .* TiB of memory"):
-        check("simulate", estimate(scenario("workload.model=hyperplane", "workload.samples=1000000000000"), "fast"), False)
+        check(
+            "simulate", estimate(scenario("workload.model=hyperplane", "workload.samples=1000000000000"), "fast"), False
+        )
 
 
 def test_check_prints_large_runs_and_refuses_beyond_the_memory_available():
