@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stragglerlab.simulator.keys import ScenarioError
+from stragglerlab.simulator.modelsize import model_parameters
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, log2ceil
 
 if TYPE_CHECKING:
@@ -66,8 +67,6 @@ def _value(s: Scenario, dotted: str) -> float | None:
 
 def _message_bytes(s: Scenario) -> int:
     """Bytes of one model or gradient: ``workload.params``, or a built-in model's parameter count, of float32."""
-    from stragglerlab.simulator.workloads import model_parameters  # it imports the scenario's module
-
     return (model_parameters(s) or s.workload.params) * BYTES_PER_ELEMENT
 
 

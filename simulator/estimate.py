@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator.modelsize import model_parameters
 from stragglerlab.simulator.scenario import Scenario
-from stragglerlab.simulator.workloads import model_parameters
 
 GIB = 2**30
 #: above either, the estimate is printed before the run
