@@ -4,7 +4,8 @@ what it prints, and each Python block. The setup blocks (``bash``: a virtual env
 the tests) are what CI itself runs (``.ci/run``).
 
 The commands that start MPI ranks (``run``, ``calibrate``) and the one that reads their output (``validate``) are
-marked ``mpi``; the README's calibrations take a minute or two on a loaded 2-core machine."""
+marked ``mpi``; on a 2-core machine at a load of about 10 the README's two calibrations took 75 s and 10 minutes, its
+real run 20 s and the validation 44 s."""
 
 from __future__ import annotations
 

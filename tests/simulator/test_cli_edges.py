@@ -66,3 +66,12 @@ def test_the_sweep_draws_its_progress_bar_only_on_a_terminal(tmp_path, capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err  # pytest's captured stderr is not a terminal
     assert "sweep:" not in err and "cell/s" not in err and "\r" not in err, err
+
+
+@pytest.mark.parametrize("window", ["nan:inf", "0:inf", "-inf:1", "nan:nan", "2:1"])
+def test_a_window_that_is_not_two_finite_ordered_numbers_is_refused(window, tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["plot", str(tmp_path), "--kind", "timeline", f"--window={window}"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "finite, with START < END" in err and "Traceback" not in err
