@@ -16,7 +16,6 @@ overflow to infinity or NaN (or never end).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stragglerlab.simulator.keys import ScenarioError
@@ -24,7 +23,7 @@ from stragglerlab.simulator.modelsize import model_parameters
 from stragglerlab.simulator.network import BYTES_PER_ELEMENT, log2ceil
 
 if TYPE_CHECKING:
-    from stragglerlab.simulator.scenario import Scenario
+    from stragglerlab.simulator.scenario import Origins, Scenario
 
 #: the longest run a scenario may ask for, in simulated seconds (30,000 years)
 HORIZON = 1e12
@@ -41,7 +40,6 @@ MAX_BUCKETS = 2**16
 #: the longest period of an algorithm's exchanges (``algorithm.period``, ``global_period``), in iterations
 MAX_PERIOD = 2**31
 
-Fail = Callable[[str, Any, str], ScenarioError]
 #: keys that are seconds every iteration may take
 SECONDS = (
     "workload.compute.mean",
@@ -70,11 +68,11 @@ def _message_bytes(s: Scenario) -> int:
     return (model_parameters(s) or s.workload.params) * BYTES_PER_ELEMENT
 
 
-def check(s: Scenario, fail: Fail, label: str, trace_max: float = 0.0) -> None:
+def check(s: Scenario, origins: Origins, trace_max: float = 0.0) -> None:
     """Refuse ``s`` in one line when a time, a time per byte, a factor or an iteration's time is beyond the horizon
-    (module doc); ``label`` names where the network's keys came from, ``trace_max`` is the largest compute time of
-    its trace, if it has one."""
-    N = s.iterations
+    (module doc); ``origins`` say where each key came from, ``trace_max`` is the largest compute time of its trace,
+    if it has one."""
+    fail, N = origins.fail, s.iterations
     most = HORIZON / N
     if s.duration > HORIZON:
         raise fail("duration", s.duration, f"at most {HORIZON:.0e} s of simulated time")
@@ -113,14 +111,22 @@ def check(s: Scenario, fail: Fail, label: str, trace_max: float = 0.0) -> None:
     elif im.kind == "random-delay":
         slowest += im.delay
     exchange = _exchange(s, nbytes)
-    iteration = slowest + w.update + (w.call.mean if w.call else 0.0) + exchange
-    if not iteration <= most:  # NaN too
+    local = slowest + w.update + (w.call.mean if w.call else 0.0)
+    if local + exchange <= most:
+        return
+    exceed = f"so that {N} iterations of {local + exchange:.3g} s exceed {HORIZON:.0e} s of simulated time"
+    if exchange >= local:  # the network makes most of it
+        network = next((k for k in origins if k.startswith("network.")), "")  # a --set of the network's, or the file
         raise ScenarioError(
-            f"{label}: network: an exchange of {nbytes:,} bytes among {s.workers} workers takes {exchange:.3g} s, so "
-            f"that {N} iterations of {iteration:.3g} s (with {slowest:.3g} s of compute) exceed {HORIZON:.0e} s of "
-            "simulated time: lower network.alpha, beta, gamma, fabric_beta, overhead or activation_delay, or "
-            "workload.params"
+            f"{origins.of(network).label}: network: an exchange of {nbytes:,} bytes among {s.workers} workers takes "
+            f"{exchange:.3g} s, {exceed}: lower network.alpha, beta, gamma, fabric_beta, overhead or "
+            "activation_delay, or workload.params"
         )
+    raise ScenarioError(
+        f"{origins.of('workload.compute.mean').label}: workload: an iteration's slowest compute time, update and call "
+        f"take {local:.3g} s, {exceed}: lower workload.compute.mean, imbalance.delay or imbalance.factors, "
+        "workload.update or workload.call"
+    )
 
 
 def _within() -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stragglerlab.simulator.bounds import MAX_CV
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.network import NetworkModel, Ranks
@@ -77,8 +78,10 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
             raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
         if world != ANY_JOB and world < ranks:
             raise ScenarioError(f"{where}: line {line}: world (the job's rank count) must be >= ranks")
-        if not (cv >= 0 and math.isfinite(cv) and 0 <= stalls < 1 and 0 <= stall < math.inf):
-            raise ScenarioError(f"{where}: line {line}: cv and stall must be finite and >= 0, stalls in [0, 1)")
+        if not (0 <= cv <= MAX_CV and 0 <= stalls < 1 and 0 <= stall < math.inf):
+            raise ScenarioError(
+                f"{where}: line {line}: cv and stall must be finite and >= 0 (cv at most {MAX_CV:g}), stalls in [0, 1)"
+            )
         if stalls * stall >= seconds:
             raise ScenarioError(f"{where}: line {line}: stalls x stall must be below seconds (the others' mean > 0)")
         measured.setdefault((kind, ranks, world), {})[size] = (seconds, (cv, stalls, stalls * stall / seconds))

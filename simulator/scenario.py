@@ -428,8 +428,7 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
         trace_max = float(read_trace(im.file, P, origins.of("imbalance.file").label).max())
     if s.network.table is not None:
         read_table(s.network.table, origins.of("network.table").label)
-    network = next((k for k in origins if k.startswith("network.")), "")  # a --set of the network's, else the file
-    bounds.check(s, origins.fail, origins.of(network).label, trace_max)
+    bounds.check(s, origins, trace_max)
 
 
 def to_dict(s: Any) -> dict[str, Any]:

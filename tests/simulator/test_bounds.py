@@ -51,6 +51,10 @@ def test_an_absurd_time_or_size_is_refused_naming_its_key(setting, named, tmp_pa
         (["workload.compute={dist='gamma', mean=0.3, shape=1e-300}"], "workload.compute.shape"),
         (["workload.compute={dist='lognormal', mean=0.3, cv=1e308}"], "workload.compute.cv"),
         (["network.fabric_beta=9"], "network: an exchange"),
+        (
+            ["imbalance.kind='random-delay'", "workload.compute.mean=9e8", "imbalance.delay=9e8"],
+            "workload: an iteration's slowest compute time",
+        ),
     ],
 )
 def test_factors_spreads_and_the_iteration_they_make_are_bounded(settings, named, tmp_path, capsys):
@@ -86,3 +90,14 @@ def test_the_link_solver_raises_on_a_rate_that_never_finishes_instead_of_looping
         links.arrivals(np.array([0, 1]), np.array([1, 0]), np.array([1e8, 1e8]))
     fine = Links(alpha=0.0, beta=1e-9, intra_alpha=0.0, intra_beta=1e-9)
     assert fine.arrivals(np.array([0]), np.array([1]), np.array([1e3])) == pytest.approx([1e-6])
+
+
+def test_a_measured_spread_beyond_the_bound_is_refused(tmp_path, capsys):
+    table = tmp_path / "rounds.csv"
+    table.write_text("kind,ranks,bytes,seconds,cv\nsync,4,4000,0.001,1e308\n")
+    sets = ["--set", f"network.table='{table}'"]
+    one_line_error(
+        capsys,
+        ["simulate", *SMALL, *sets, "-o", str(tmp_path / "run")],
+        "line 2: cv and stall must be finite and >= 0 (cv at most 100)",
+    )
