@@ -52,7 +52,8 @@ def test_each_command_prints_what_the_page_shows(command, tmp_path, monkeypatch,
 def test_the_ratio_table_is_the_commands_samples_per_second():
     rates = {}
     for lines in shown_commands().values():
-        rates |= {line.split()[0]: float(line.split()[1].replace(",", "")) for line in lines[2:]}
+        rows = [line.split() for line in lines[2:] if ": " not in line]  # the table, not its legend lines
+        rates |= {row[0]: float(row[1].replace(",", "")) for row in rows}
     rows = re.findall(
         r"^\| (\S+) / (\S+) \| ([\d.]+) \| \*\*([\d.]+)\*\* \| ([+−-][\d.]+) % \|", PAGE.read_text(), re.M
     )
