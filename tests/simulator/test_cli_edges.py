@@ -75,3 +75,10 @@ def test_a_window_that_is_not_two_finite_ordered_numbers_is_refused(window, tmp_
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "finite, with START < END" in err and "Traceback" not in err
+
+
+def test_a_run_forced_past_the_memory_estimate_that_runs_out_of_memory_is_one_line(tmp_path, capsys):
+    argv = ["simulate", *SMALL, "--set", f"cluster.workers={2**62}", "--force", "-o", str(tmp_path / "run")]
+    assert main(argv) == 2
+    estimate, error = capsys.readouterr().err.strip().splitlines()  # the estimate a large run prints, then the error
+    assert "estimated about" in estimate and error.startswith("stragglerlab simulate: error: out of memory")
