@@ -92,12 +92,13 @@ def test_the_link_solver_raises_on_a_rate_that_never_finishes_instead_of_looping
     assert fine.arrivals(np.array([0]), np.array([1]), np.array([1e3])) == pytest.approx([1e-6])
 
 
-def test_a_measured_spread_beyond_the_bound_is_refused(tmp_path, capsys):
+def test_a_measured_time_or_spread_beyond_the_bound_is_refused(tmp_path, capsys):
     table = tmp_path / "rounds.csv"
-    table.write_text("kind,ranks,bytes,seconds,cv\nsync,4,4000,0.001,1e308\n")
-    sets = ["--set", f"network.table='{table}'"]
-    one_line_error(
-        capsys,
-        ["simulate", *SMALL, *sets, "-o", str(tmp_path / "run")],
-        "line 2: cv and stall must be finite and >= 0 (cv at most 100)",
-    )
+    sets = ["--set", f"network.table='{table}'", "-o", str(tmp_path / "run")]
+    for row, words in (
+        ("sync,4,4000,0.001,1e308,0,0", "line 2: cv and stall must be finite and >= 0 (cv at most 100"),
+        ("sync,4,4000,0.001,0.1,1e-300,1e308", "stall at most 1e+12"),
+        ("sync,4,4000,1e300,0.1,0,0", "seconds at most 1e+12"),
+    ):
+        table.write_text(f"kind,ranks,bytes,seconds,cv,stalls,stall\n{row}\n")
+        one_line_error(capsys, ["simulate", *SMALL, *sets], words)
