@@ -9,10 +9,19 @@ folders add their own rules on top (:mod:`.runfolder`: a real run is never repla
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
+
+
+def output_path(text: str) -> Path:
+    """``-o PATH`` as a command line gives it (argparse's ``type``): an empty name is refused, not taken as the current
+    folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name; name a file or folder")
+    return Path(text)
 
 
 def unused_name(path: Path) -> Path:

@@ -252,11 +252,25 @@ def _read_table(path: Path, table: str) -> pd.DataFrame:
     data = []
     for file in files:
         try:
+            _check_columns(file, table, pq.read_schema(file))
             data.append(pq.read_table(file, schema=SCHEMAS[table]))
         except (pa.ArrowException, OSError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(f"{file}: cannot read the {table} table ({reason})") from None
     return pa.concat_tables(data).to_pandas()
+
+
+def _check_columns(file: Path, table: str, found: pa.Schema) -> None:
+    """A one-line error naming the file and the first column of :data:`SCHEMAS` it lacks or holds with another type
+    (read as if whole, a missing column would be filled with nulls and every metric of it NaN)."""
+    for want in SCHEMAS[table]:
+        index = found.get_field_index(want.name)
+        if index < 0:
+            raise UserError(f"{file}: the {table} table has no column {want.name}, so it is not a run's table")
+        if found.field(index).type != want.type:
+            raise UserError(
+                f"{file}: the {table} table's column {want.name} holds {found.field(index).type}, not {want.type}"
+            )
 
 
 @dataclass
@@ -283,5 +297,7 @@ def load_run(folder: str | Path) -> Run:
         raise UserError(f"{folder}: not a run folder (no meta.json)") from None
     except (OSError, ValueError) as err:  # unreadable, not text, not JSON
         raise UserError(f"{folder}/meta.json: cannot be read as JSON ({err})") from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{folder}/meta.json: holds a JSON {type(meta).__name__}, not a run's object")
     tables = {t: _read_table(_table_path(folder, t), t) for t in TABLES}
     return Run(folder, meta, **tables)

@@ -1,7 +1,7 @@
 """Execute the notebooks as Jupyter would, store what each cell printed and showed in the notebook, and their figures
 in ``docs/figures/``; or execute them again and check that they still print exactly what is stored.
 
-    python notebooks/execute.py                    # every notebook, outputs stored in place (a minute or two)
+    python notebooks/execute.py                    # every notebook, outputs stored in place (20 min, busy 2 cores)
     python notebooks/execute.py baselines          # one
     python notebooks/execute.py --check            # execute into a scratch folder and compare (exit 1 on a difference)
 

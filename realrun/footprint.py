@@ -21,8 +21,8 @@ from stragglerlab.realrun.algorithms.base import exchange_class
 from stragglerlab.realrun.replica import is_torch
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.estimate import Estimate
+from stragglerlab.simulator.modelsize import model_parameters
 from stragglerlab.simulator.scenario import BUILTIN_MODELS, Scenario
-from stragglerlab.simulator.workloads import model_parameters
 
 MiB = 2**20
 #: one rank's interpreter and libraries (numpy, pandas, pyarrow, mpi4py, the native core), and with torch imported

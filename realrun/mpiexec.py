@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -83,3 +86,29 @@ def start(command: list[str], **options: Any) -> subprocess.Popen:
     process: on Linux its launcher gets SIGTERM when this process dies, however it dies (even by SIGKILL), and takes
     its ranks down with it; a killed ``run`` leaves no rank behind."""
     return subprocess.Popen(command, preexec_fn=partial(die_with_parent, signal.SIGTERM, os.getpid()), **options)
+
+
+#: the lines of the banner MPICH's hydra prints on its standard output when a rank ends by a signal ("BAD TERMINATION
+#: OF ONE OF YOUR APPLICATION PROCESSES ... YOUR APPLICATION TERMINATED WITH THE EXIT STRING ..."): after a user's
+#: Ctrl-C or kill, or a rank lost, the command says what happened in its own line instead
+BANNER = re.compile(
+    rb"(={20,}|=   [A-Z].*|YOUR APPLICATION TERMINATED WITH THE EXIT STRING.*"
+    rb"|This typically refers to a problem with your application\."
+    rb"|Please see the FAQ page for debugging suggestions)\s*"
+)
+
+
+def relay(lines: Iterable[bytes]) -> threading.Thread:
+    """Copy a job's standard output (``lines``, the launcher's pipe) to this process's, without the launcher's
+    termination banner (:data:`BANNER`), in a thread of its own; join it to have every line written."""
+
+    def copy() -> None:
+        out = sys.stdout.buffer
+        for line in lines:
+            if not BANNER.fullmatch(line):
+                out.write(line)
+                out.flush()
+
+    thread = threading.Thread(target=copy, name="stragglerlab-relay", daemon=True)
+    thread.start()
+    return thread

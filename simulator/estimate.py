@@ -13,7 +13,7 @@ factor of about two, which is enough to tell a run that fits from one that does 
   parts are merged into the sorted file at the end (``rounds`` likewise per round); a trained model keeps its
   schedule (the same columns) and a replica, a momentum buffer and a gradient per worker, of the model's parameter
   count (which sets the message sizes then, whatever ``workload.params`` says; a torch model's count is known only
-  once it is built, so its replicas are not estimated).
+  once it is built, so its replicas are not estimated), and a built-in model's data set (:func:`data_bytes`).
 
 Times: the fast engine runs about 5 million worker-iterations per second (far more at thousands of workers), the
 reference one about 40,000 (sync about 140,000 at 256 workers on a 2-core machine, d-psgd about 15,000), and writing
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.simulator.modelsize import model_parameters
 from stragglerlab.simulator.scenario import Scenario
-from stragglerlab.simulator.workloads import model_parameters
 
 GIB = 2**30
 #: above either, the estimate is printed before the run
@@ -94,9 +94,21 @@ def estimate(scenario: Scenario, engine: str, tables: tuple[str, ...] = ("iterat
         kept += N * 8 * 8 * MERGE_COPIES
     if scenario.workload.model != "none":  # its schedule, and per worker a replica, a momentum buffer, a gradient
         params = model_parameters(scenario)
-        kept += rows * ROW_BYTES + (P * params * 8 * 3 if params is not None else 0)
+        kept += rows * ROW_BYTES + (P * params * 8 * 3 if params is not None else 0) + data_bytes(scenario)
     seconds = rows / RATES[engine] + (rows / WRITE_RATE if "iterations" in tables else 0.0)
     return Estimate(BASE_BYTES + held + kept, seconds)
+
+
+def data_bytes(scenario: Scenario) -> int:
+    """The peak bytes of making a built-in model's data set (0 for a torch workload's, which it makes itself):
+    hyperplane's samples in float32 and their targets; a mixture's float64 samples, made as two such arrays, and
+    their labels."""
+    w = scenario.workload
+    if w.model == "hyperplane":
+        return w.samples * (w.dimension * 4 + 16)
+    if w.model in ("logistic", "mlp"):
+        return w.samples * (w.dimension * 8 * 2 + 16)
+    return 0
 
 
 def combined(estimates: list[Estimate], jobs: int = 1) -> Estimate:

@@ -40,8 +40,10 @@ def read_trace(path: Path, workers: int, origin: str = "imbalance.file") -> np.n
         raise ScenarioError(f"{where}: no such file")
     try:
         data = np.load(path) if path.suffix == ".npy" else np.loadtxt(path, delimiter=",", ndmin=2)
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, EOFError) as err:
         raise ScenarioError(f"{where}: cannot read it as .npy or comma-separated numbers ({err})") from None
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":  # an archive, strings, dates, records
+        raise ScenarioError(f"{where}: holds {getattr(data, 'dtype', 'no')} values, not numbers of seconds")
     data = np.asarray(data, dtype=np.float64)
     if data.ndim == 1 and workers == 1:
         data = data[:, None]

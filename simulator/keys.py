@@ -46,6 +46,11 @@ def number(ok: Callable[[float], bool], allowed: str) -> Check:
     return Check((int, float), lambda v: math.isfinite(v) and ok(v), allowed, float)
 
 
+def at_most(most: int, shown: str) -> Check:
+    """A positive integer up to ``most`` (``shown``: how the words say it, ``2^40``)."""
+    return Check(int, lambda v: 0 < v <= most, f"a positive integer up to {shown}")
+
+
 def one_of(choices: tuple[str, ...]) -> Check:
     return Check(str, lambda v: v in choices, "one of " + ", ".join(choices))
 

@@ -89,8 +89,8 @@ class Links:
             with np.errstate(divide="ignore"):
                 finishing = np.where(flowing, left / rate, np.inf)
             step = min(float(finishing.min()), float(ahead.min()) - t if len(ahead) else math.inf)
-            if math.isinf(step):  # infinite bandwidth: every flowing message is out at once
-                step = 0.0
+            if not math.isfinite(step):  # a rate so small its bytes take forever: the scenario's checks keep it out
+                raise OverflowError(f"messages of {float(left[flowing].max()):.3g} bytes never finish at their rates")
             ended = flowing & (finishing <= step * (1 + _TIE))
             t += step
             done[ended] = t

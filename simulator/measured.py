@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stragglerlab.simulator.bounds import HORIZON, MAX_CV
 from stragglerlab.simulator.imbalance import Spread
 from stragglerlab.simulator.keys import ScenarioError
 from stragglerlab.simulator.network import NetworkModel, Ranks
@@ -73,12 +74,18 @@ def read_table(path: Path, origin: str = "network.table") -> Table:
         except (ValueError, AttributeError):
             optional = ", ".join((*SPREAD, WORLD))
             raise ScenarioError(f"{where}: line {line} is not (kind, ranks, bytes, seconds[, {optional}])") from None
-        if not kind or ranks < 1 or not (size > 0 and seconds > 0 and math.isfinite(size) and math.isfinite(seconds)):
-            raise ScenarioError(f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0")
+        if not kind or ranks < 1 or not (0 < size < math.inf and 0 < seconds <= HORIZON):
+            raise ScenarioError(
+                f"{where}: line {line}: ranks must be >= 1, bytes and seconds finite and > 0 (seconds at most "
+                f"{HORIZON:.0e})"
+            )
         if world != ANY_JOB and world < ranks:
             raise ScenarioError(f"{where}: line {line}: world (the job's rank count) must be >= ranks")
-        if not (cv >= 0 and math.isfinite(cv) and 0 <= stalls < 1 and 0 <= stall < math.inf):
-            raise ScenarioError(f"{where}: line {line}: cv and stall must be finite and >= 0, stalls in [0, 1)")
+        if not (0 <= cv <= MAX_CV and 0 <= stalls < 1 and 0 <= stall <= HORIZON):
+            raise ScenarioError(
+                f"{where}: line {line}: cv and stall must be finite and >= 0 (cv at most {MAX_CV:g}, stall at most "
+                f"{HORIZON:.0e}), stalls in [0, 1)"
+            )
         if stalls * stall >= seconds:
             raise ScenarioError(f"{where}: line {line}: stalls x stall must be below seconds (the others' mean > 0)")
         measured.setdefault((kind, ranks, world), {})[size] = (seconds, (cv, stalls, stalls * stall / seconds))

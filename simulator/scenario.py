@@ -17,13 +17,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stragglerlab.simulator import algorithms, schedules
+from stragglerlab.simulator import algorithms, bounds, schedules
+from stragglerlab.simulator.bounds import MAX_BATCH, MAX_BUCKETS, MAX_CV, MAX_ELEMENTS
 from stragglerlab.simulator.imbalance import read_trace
 from stragglerlab.simulator.keys import (
     BOOL,
@@ -33,6 +35,7 @@ from stragglerlab.simulator.keys import (
     POSITIVE_INT,
     Check,
     ScenarioError,
+    at_most,
     key,
     number,
     one_of,
@@ -46,9 +49,6 @@ IMBALANCE_KINDS = ("none", "random-delay", "persistent", "trace")
 BUILTIN_MODELS = ("hyperplane", "logistic", "mlp")
 #: the largest scenario file read
 MAX_BYTES = 16 * 2**20
-#: the longest run a scenario may ask for, in simulated seconds (30,000 years): a time beyond it is a typo, and sums
-#: of such times would overflow to infinity
-HORIZON = 1e12
 MODEL = Check(
     str,
     lambda v: v in ("none", *BUILTIN_MODELS) or all(v.partition(":")[::2]),
@@ -87,7 +87,11 @@ def _factor_table(v: Any) -> dict[int, float] | None:
     out = {}
     for k, f in v.items():
         if not (
-            str(k).isdigit() and isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 and math.isfinite(f)
+            re.fullmatch("[0-9]+", str(k))
+            and isinstance(f, (int, float))
+            and not isinstance(f, bool)
+            and f > 0
+            and math.isfinite(f)
         ):
             return None
         out[int(k)] = float(f)
@@ -121,27 +125,29 @@ class Network:
 class Compute:
     dist: str = key("constant", one_of(DISTRIBUTIONS))
     mean: float = key(0.30, POSITIVE)
-    cv: float | None = key(None, POSITIVE)
-    shape: float | None = key(None, POSITIVE)
+    cv: float | None = key(None, number(lambda v: 0 < v <= MAX_CV, f"a number in (0, {MAX_CV:g}]"))
+    shape: float | None = key(None, POSITIVE)  # gamma: at least 1 / MAX_CV**2; pareto: > 1
 
 
 @dataclass(frozen=True)
 class Workload:
     model: str = key("none", MODEL)
-    params: int = key(25_557_032, POSITIVE_INT)
-    batch: int = key(128, POSITIVE_INT)
-    device: str = key("cpu", Check(str, lambda v: v in ("cpu", "cuda") or v.startswith("cuda:"), "cpu, cuda or cuda:N"))
+    params: int = key(25_557_032, at_most(MAX_ELEMENTS, "2^40"))
+    batch: int = key(128, at_most(MAX_BATCH, "2^31"))
+    device: str = key(
+        "cpu", Check(str, lambda v: re.fullmatch(r"cpu|cuda(:[0-9]+)?", v) is not None, "cpu, cuda or cuda:N")
+    )
     compute: Compute = field(default_factory=Compute)
     dimension: int = key(100, POSITIVE_INT)  # hyperplane: parameters; logistic, mlp: input features
     noise: float = key(0.5, NONNEG)
-    samples: int = key(32_768, POSITIVE_INT)  # train + test
+    samples: int = key(32_768, at_most(MAX_ELEMENTS, "2^40"))  # train + test
     classes: int = key(10, Check(int, lambda v: v >= 2, "an integer >= 2"))
     hidden: tuple[int, ...] = key((64,), HIDDEN)  # mlp
     test_fraction: float = key(0.2, number(lambda v: 0 < v < 1, "a number between 0 and 1, exclusive"))
     update: float = key(0.0, NONNEG)  # seconds of the optimizer step after each iteration
     # the software cost of a call that waits for no exchange (a distribution, as compute); None: no cost
     call: Compute | None = None
-    buckets: int = key(1, POSITIVE_INT)  # sync: gradient buckets all-reduced while backward runs
+    buckets: int = key(1, at_most(MAX_BUCKETS, "2^16"))  # sync: gradient buckets all-reduced while backward runs
     backward: float = key(2 / 3, number(lambda v: 0 < v <= 1, "a number in (0, 1]"))  # share of compute
 
 
@@ -479,6 +485,8 @@ def _check_distribution(c: Compute | None, key: str, origins: Origins) -> None:
         raise origins.fail(f"{key}.cv", None, f"given for dist = {c.dist} (coefficient of variation)")
     if c.dist == "gamma" and c.cv is None and c.shape is None:
         raise origins.fail(f"{key}.cv", None, "given (or shape) for dist = gamma")
+    if c.dist == "gamma" and c.cv is None and c.shape is not None and c.shape < 1 / MAX_CV**2:
+        raise origins.fail(f"{key}.shape", c.shape, f"at least {1 / MAX_CV**2:g} for dist = gamma (a cv of {MAX_CV:g})")
     if c.dist == "pareto" and (c.shape is None or c.shape <= 1):
         raise origins.fail(f"{key}.shape", c.shape, "a number > 1 for dist = pareto (finite mean)")
 
@@ -502,14 +510,6 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
             w.samples,
             f"enough that, after the test split, each of the {P} workers gets a batch of {w.batch} train samples",
         )
-    for dotted, seconds in (
-        ("workload.compute.mean", w.compute.mean),
-        ("imbalance.delay", s.imbalance.delay),
-        ("workload.update", w.update),
-    ):
-        if s.iterations * seconds > HORIZON:
-            most = f"at most {HORIZON / s.iterations:.3g} s, so that {s.iterations} iterations of it"
-            raise origins.fail(dotted, seconds, f"{most} stay within {HORIZON:.0e} s of simulated time")
     im = s.imbalance
     if im.kind == "random-delay" and im.slow[1] > P:
         raise origins.fail("imbalance.slow", list(im.slow), f"a range within [0, cluster.workers = {P}]")
@@ -518,12 +518,14 @@ def _check_consistency(s: Scenario, origins: Origins) -> None:
             raise origins.fail("imbalance.factors", im.factors, "given for kind = persistent ({ 3 = 1.5 })")
         if max(im.factors) >= P:
             raise origins.fail("imbalance.factors", dict(im.factors), f"worker indices below {P}")
+    trace_max = 0.0
     if im.kind == "trace":
         if im.file is None:
             raise origins.fail("imbalance.file", None, "given for kind = trace")
-        read_trace(im.file, P, origins.of("imbalance.file").label)
+        trace_max = float(read_trace(im.file, P, origins.of("imbalance.file").label).max())
     if s.network.table is not None:
         read_table(s.network.table, origins.of("network.table").label)
+    bounds.check(s, origins, trace_max)
 
 
 def to_dict(s: Any) -> dict[str, Any]:

@@ -241,7 +241,7 @@ def sweep(
         with _held(out):
             todo = [c for c in all_cells if not is_done(c, out / c.name, force)]
             with tqdm(
-                total=len(todo), desc="sweep", unit="cell", disable=not progress or not todo, file=sys.stderr
+                total=len(todo), desc="sweep", unit="cell", disable=None if progress and todo else True, file=sys.stderr
             ) as bar:
                 _submit_all(todo, out, pool, lambda: bar.update(1), force)
         return len(all_cells) - len(todo), len(todo)

@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"stragglerlab {name}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # past the size guard with --force: the allocation it warned of failed
+        print(
+            f"stragglerlab {name}: error: out of memory (run fewer workers or iterations, or keep less)",
+            file=sys.stderr,
+        )
+        return 2
     except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the interpreter's final flush is quiet
         return 141

@@ -5,11 +5,13 @@ and unfinished runs are plotted with a warning (and marked in the figure)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from stragglerlab.analysis.collection import load_runs, select
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import output_path
 from stragglerlab.analysis.plots import KINDS, Options, draw, save
 
 #: unfinished runs named in the warning before "..."
@@ -22,8 +24,8 @@ def _window(text: str) -> tuple[float, float]:
         window = float(start), float(end)
     except ValueError:
         window = None
-    if not sep or window is None or window[1] <= window[0]:
-        raise argparse.ArgumentTypeError(f"{text}: expected START:END with START < END, e.g. 0:2.5")
+    if not sep or window is None or not (-math.inf < window[0] < window[1] < math.inf):
+        raise argparse.ArgumentTypeError(f"{text}: expected START:END, finite, with START < END, e.g. 0:2.5")
     return window
 
 
@@ -44,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--kind", required=True, choices=KINDS, help="; ".join(f"{k}: {v}" for k, v in KINDS.items()))
     parser.add_argument(
-        "-o", "--output", type=Path, metavar="FILE", help="the figure: .pdf, .png or .svg (default: <kind>.pdf)"
+        "-o", "--output", type=output_path, metavar="FILE", help="the figure: .pdf, .png or .svg (default: <kind>.pdf)"
     )
     parser.add_argument(
         "--x",

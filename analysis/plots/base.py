@@ -53,8 +53,8 @@ METRIC_LABELS = {
     "makespan": "makespan [s]",
     "span": "span of the rounds [s]",
     "time_to_loss": "time to target loss [s]",
-    "loss": "loss",
-    "accuracy": "accuracy",
+    "loss": "test loss (averaged model)",
+    "accuracy": "test accuracy (averaged model; R² for a regression)",
 }
 KEY_LABELS = {
     "cluster.workers": "workers",

@@ -1,9 +1,15 @@
-"""Loss or accuracy against time or iterations, one line per run, coloured by algorithm (from the evals table);
-``--log`` puts the metric on a log axis, ``--by`` draws a panel per value of other keys. Runs that differ in any
-other key than the algorithm and the seed are refused: their lines would look alike."""
+"""The averaged model's test loss or accuracy against time or iterations, one line per run, coloured by algorithm
+(from the evals table); ``--log`` puts the metric on a log axis, ``--by`` draws a panel per value of other keys. Runs
+that differ in any other key than the algorithm and the seed are refused: their lines would look alike.
+
+The x axis ends :data:`TAIL` times past the point where the last run to settle came within :data:`SETTLED` of its
+final value (of the way from its first value), or at the end of the longest run if that is sooner: a curve's flat
+tail is not what is compared."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
@@ -19,7 +25,11 @@ from stragglerlab.analysis.plots.base import (
 )
 from stragglerlab.analysis.runfolder import Run
 
-AXES = {"time": ("t", "time [s]"), "iterations": ("iteration", "iteration")}
+AXES = {"time": ("t", "simulated time [s]"), "iterations": ("iteration", "iterations per worker")}
+#: a run has settled once its metric stays within this share of the way from its first value to its last
+SETTLED = 0.02
+#: the x axis runs this many times as far as the last run took to settle
+TAIL = 1.5
 
 
 def draw(runs: list[Run], options: Options) -> Figure:
@@ -46,7 +56,21 @@ def draw(runs: list[Run], options: Options) -> Figure:
                     alpha=1.0 if len(drawn) == 1 else 0.7,
                     label=labels[algorithm] if i == 0 else "_nolegend_",
                 )
+        shown = [evals[r.path] for r in group if not evals[r.path].empty]
+        if shown:
+            end = max(float(e[column].max()) for e in shown)
+            ax.set_xlim(0, min(end, TAIL * max(settled(e[column], e[metric]) for e in shown)) or None)
         ax.set_xlabel(label)
         ax.set_ylabel(metric_label(metric))
 
     return draw_faceted(runs, options, [], panel, log=options.log)
+
+
+def settled(x: pd.Series, y: pd.Series) -> float:
+    """The first ``x`` from which ``y`` stays within :data:`SETTLED` of its last value, as a share of the way from
+    its first one (its last ``x`` when it never moved)."""
+    values = y.to_numpy(dtype=float)
+    span = abs(values[-1] - values[0])
+    away = np.flatnonzero(np.abs(values - values[-1]) > SETTLED * span) if span > 0 else np.array([], dtype=int)
+    at = away[-1] + 1 if len(away) else len(values) - 1
+    return float(x.to_numpy(dtype=float)[min(at, len(values) - 1)])

@@ -1,6 +1,7 @@
 """Simulated against real runs: (a) the distribution of iteration times per algorithm, real solid and simulated
 dashed; (b) the relative error of the simulated mean iteration time per algorithm, with validation's targets
-shaded: ±2 % for a trace-driven simulation (darker), ±5 % out of sample. Takes any mix of runs with ``source``
+shaded: ±2 % for a trace-driven simulation (darker), ±5 % out of sample, each bar labelled with its value (one near
+0 is otherwise invisible). Takes any mix of runs with ``source``
 sim and real (``stragglerlab validate`` reuses it)."""
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def draw(runs: list[Run], options: Options) -> Figure:
     widest_first = sorted(VALIDATION_TARGETS.items(), key=lambda kv: -kv[1])
     for (mode, target), shade in zip(widest_first, ("0.93", "0.82"), strict=True):
         bars.axhspan(-100 * target, 100 * target, color=shade, label=f"±{100 * target:.0f}% ({mode})")
-    bars.bar(range(len(algorithms)), error.fillna(0.0), color=[styles[a].colour for a in algorithms])
+    drawn = bars.bar(range(len(algorithms)), error.fillna(0.0), color=[styles[a].colour for a in algorithms])
+    bars.bar_label(drawn, ["n/a" if e != e else f"{e:+.1f}" for e in error], fontsize=6, padding=1)
     bars.axhline(0, color="0.3", linewidth=0.6)
     bars.set_xticks(range(len(algorithms)), algorithms, rotation=20)
     bars.set_title("error of the simulated mean iteration time")

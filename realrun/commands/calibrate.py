@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.outputs import check_new_file, write_text
+from stragglerlab.analysis.outputs import check_new_file, output_path, write_text
 from stragglerlab.realrun import roundtimes, testbed
 from stragglerlab.realrun.calibration import measure_job
 from stragglerlab.realrun.footprint import calibration_memory
@@ -59,7 +59,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="start mpiexec -n P on this machine (P >= 2); several counts: a launch each, fitted together",
     )
     testbed_argument(parser)
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the fragment here (default: print it)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)"
+    )
     parser.add_argument(
         "--compute-iterations",
         type=int,

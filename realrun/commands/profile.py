@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import argparse
 import tomllib
-from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.outputs import check_new_file, write_text
+from stragglerlab.analysis.outputs import check_new_file, output_path, write_text
 from stragglerlab.realrun.profile import DDP_BUCKET_MB, fragment, profile
 from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
 
@@ -24,12 +23,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="MB",
         help=f"the most MiB in one gradient bucket, as DDP's bucket_cap_mb (default {DDP_BUCKET_MB:g})",
     )
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the fragment here (default: print it)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="FILE", help="write the fragment here (default: print it)"
+    )
     output_arguments(parser, "replace the -o file if it exists")
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args)
+    # one process times the workload: the scenario's cluster, algorithm and imbalance play no part in it
+    solo = {"cluster.workers": 1, "cluster.workers_per_node": 1, "algorithm": None, "imbalance": None}
+    scenario = load_scenario(args).replace("profile (one process)", **solo)
     if args.iterations < 2:
         raise UserError(f"--iterations {args.iterations}: must be at least 2 (a median and a spread)")
     if args.bucket_cap_mb <= 0:

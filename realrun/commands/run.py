@@ -4,8 +4,10 @@ Under ``mpiexec -n P`` or ``srun`` every rank runs this command (one rank per wo
 ``--np P`` starts ``mpiexec -n P`` itself on this machine, with this very command line minus ``--np``; outside any MPI
 launcher, without ``--np``, it starts ``cluster.workers`` ranks so, first estimating their memory (:mod:`..footprint`):
 ranks that would need more than the machine has are refused unless ``--force``. Rank 0 prints the summary ``simulate``
-prints. The default folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a simulated
-run is replaced only with ``--force``, and a real run never.
+prints; however the job ends (Ctrl-C and a kill included) no rank is left, the run folder holds no ``.live/``, and the
+launcher's termination banner is kept off the output (the command says what happened in one line). The default
+folder ``runs/<name>-real`` becomes ``-real-2``, ... when it exists; a named one holding a simulated run is replaced
+only with ``--force``, and a real run never.
 """
 
 from __future__ import annotations
@@ -13,18 +15,21 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import summarize
-from stragglerlab.analysis.outputs import check_new_file, unused_name
+from stragglerlab.analysis.outputs import check_new_file, output_path, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
 from stragglerlab.realrun import testbed
 from stragglerlab.realrun.footprint import run_memory
 from stragglerlab.realrun.harness import run_rank
-from stragglerlab.realrun.mpiexec import launch, start, testbed_argument
-from stragglerlab.realrun.watchdog import watch_job
+from stragglerlab.realrun.mpiexec import launch, relay, start, testbed_argument
+from stragglerlab.realrun.watchdog import LIVE, watch_job
 from stragglerlab.simulator.commands import load_scenario, output_arguments, scenario_arguments
 from stragglerlab.simulator.commands.simulate import print_summary
 from stragglerlab.simulator.estimate import check
@@ -32,12 +37,14 @@ from stragglerlab.simulator.sweep import MPI_SIZE_VARIABLES
 
 #: environment variables that say this process is a rank some launcher started (hydra, Open MPI, srun)
 LAUNCHER_VARIABLES = (*MPI_SIZE_VARIABLES, "PMI_RANK", "SLURM_PROCID")
+#: seconds the job is given to stop, and its output to be written, once it is to end
+STOP_SECONDS = 5.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     scenario_arguments(parser, "override a scenario key, e.g. --set algorithm.name=eager-solo (repeatable)")
     parser.add_argument(
-        "-o", "--output", type=Path, metavar="DIR", help="run folder (default runs/<name>-real, or -real-2, ...)"
+        "-o", "--output", type=output_path, metavar="DIR", help="run folder (default runs/<name>-real, or -real-2, ...)"
     )
     parser.add_argument(
         "--np",
@@ -90,19 +97,34 @@ def _rank_argv(args: argparse.Namespace, folder: Path) -> list[str]:
     ]
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """A kill (SIGTERM) of ``run --np`` ends its job as Ctrl-C does: the ranks stopped, the folder tidied, one line."""
+    raise KeyboardInterrupt
+
+
 def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) -> int:
     """Run the job and wait for it; when it fails, name the rank that died first (:func:`watch_job`)."""
     import socket
 
     tb = testbed.active()
-    proc = start(launch(np_, argv, per_node=per_node))
+    proc = start(launch(np_, argv, per_node=per_node), stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    copier = relay(proc.stdout)
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        lost = watch_job(
-            proc, folder, {socket.gethostname(), *(n.name for n in tb.nodes)} if tb else {socket.gethostname()}
-        )
-    finally:
-        if tb is not None:  # however the job ended, nothing of it stays on the nodes
-            proc.wait()
+        hosts = {socket.gethostname(), *(n.name for n in tb.nodes)} if tb else {socket.gethostname()}
+        lost = watch_job(proc, folder, hosts)
+    finally:  # however the job ends (Ctrl-C and kill included): no rank left, every line out, no .live/
+        signal.signal(signal.SIGTERM, previous)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        copier.join(timeout=STOP_SECONDS)
+        shutil.rmtree(folder / LIVE, ignore_errors=True)
+        if tb is not None:  # nothing of the job stays on the nodes
             testbed.stop_processes(tb.prefix)
     if proc.returncode != 0 and lost is not None:
         print(

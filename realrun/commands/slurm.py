@@ -16,6 +16,7 @@ import shlex
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import output_path
 from stragglerlab.simulator.commands import load_scenario, scenario_arguments
 
 #: the time limits sbatch accepts: minutes, minutes:seconds, hours:minutes:seconds, days-hours[:minutes[:seconds]]
@@ -36,7 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition", help="partition to submit to")
     parser.add_argument("--account", help="account to charge")
     parser.add_argument("--backend", choices=("native", "torch"), default="native", help="as stragglerlab run")
-    parser.add_argument("-o", "--output", metavar="DIR", help="run folder (default runs/<name>-<job id>)")
+    parser.add_argument(
+        "-o", "--output", type=output_path, metavar="DIR", help="run folder (default runs/<name>-<job id>)"
+    )
     parser.add_argument(
         "--setup",
         action="append",
@@ -77,7 +80,7 @@ def script(args: argparse.Namespace) -> str:
     sets = [*args.overrides, f"cluster.workers={P}", f"cluster.workers_per_node={args.tasks_per_node}"]
     run = ["stragglerlab", "run", *source, *[x for kv in sets for x in ("--set", kv)], "--backend", args.backend]
     output = (
-        _quoted("-o", args.output)
+        _quoted("-o", str(args.output))
         if args.output
         else _quoted("name", f"runs/{scenario.name}-") + '"${SLURM_JOB_ID}"'  # expanded by the shell
     )

@@ -20,7 +20,7 @@ import pandas as pd
 
 from stragglerlab.analysis.compare import ALGORITHM
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.outputs import make_folder
+from stragglerlab.analysis.outputs import make_folder, output_path
 from stragglerlab.analysis.plots import draw, save
 from stragglerlab.analysis.runfolder import Run, load_run
 from stragglerlab.realrun import convergence
@@ -92,7 +92,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         default=Path("validation"),
         metavar="DIR",
         help="where the simulations, validation.csv and the figures go (default ./validation)",
@@ -165,6 +165,21 @@ def format_time_to_target(table: pd.DataFrame) -> str:
     )
 
 
+def check_groups(runs: list[Run], k: int, mode: str) -> None:
+    """``--repeat k``, before any run is simulated: ``runs`` (those of one mode, in order) fall into groups of ``k``
+    repeats of one algorithm each."""
+    if len(runs) % k:
+        raise UserError(f"--repeat {k}: {len(runs)} {mode} runs are not groups of {k} repeats")
+    for first in range(0, len(runs), k):
+        names = list(
+            dict.fromkeys(
+                str(r.meta.get("scenario", {}).get("algorithm", {}).get("name")) for r in runs[first : first + k]
+            )
+        )
+        if len(names) > 1:
+            raise UserError(f"--repeat {k}: one group of repeats mixes {', '.join(names)}")
+
+
 def replay(args: argparse.Namespace) -> int:
     """``--convergence``: every run's evaluations against the replay of its tables."""
     if args.calibration or args.predict or args.repeat != 1 or args.target_loss is not None:
@@ -205,7 +220,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--target-loss {args.target_loss}: must be a finite number")
     calibration = read_calibration(args.calibration) if args.calibration else None
     runs = [load_run(p) for p in args.runs]
-    table, pairs = validate(runs, args.output, calibration, [load_run(p) for p in args.predict])
+    predicted = [load_run(p) for p in args.predict]
+    for mode, group in (("trace-driven", runs), ("out-of-sample", predicted)):
+        check_groups(group, args.repeat, mode)
+    table, pairs = validate(runs, args.output, calibration, predicted)
     if args.target_loss is not None:
         table = with_time_to_target(table, pairs["out-of-sample"], args.target_loss)
     table.to_csv(args.output / "validation.csv", index=False)

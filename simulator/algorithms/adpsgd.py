@@ -223,6 +223,7 @@ def apply(
 
 RECORD = Algorithm(
     name="ad-psgd",
+    legend="stale 0 (each exchange averages the models the pair holds then); fresh: all",
     summary="AD-PSGD: after each gradient a worker averages with one random neighbour, served by its thread",
     keys=(TOPOLOGY,),
     rules=AdPsgdRules,
@@ -230,6 +231,6 @@ RECORD = Algorithm(
     kernel="stragglerlab.simulator.fast.adpsgd:kernel",
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.adpsgd:AdPsgdExchange"},
-    style=Style("#44AA99", ">"),
+    style=Style("#555555", ">"),
     own_step=True,
 )

@@ -67,6 +67,7 @@ def apply(
 
 RECORD = Algorithm(
     name="async-ps",
+    legend="stale: server updates for others between the model it computed on and its own push's; fresh: all",
     summary="asynchronous SGD: each gradient pushed to a FIFO parameter server, which replies with its new model",
     keys=(SERVERS, SERVER_GAMMA),
     rules=AsyncPsRules,
@@ -74,6 +75,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:AsyncPsExchange"},
-    style=Style("#D55E00", "X"),
+    style=Style("#4B0092", "X"),
     central=True,
 )

@@ -70,6 +70,7 @@ def apply(
 
 RECORD = Algorithm(
     name="d-psgd",
+    legend="stale 0 (each exchange mixes the models held then); fresh: all",
     summary="D-PSGD: synchronous gossip; each worker averages its model with its neighbours' every iteration",
     keys=(TOPOLOGY,),
     rules=DpsgdRules,

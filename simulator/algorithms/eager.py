@@ -82,9 +82,14 @@ def _record(name: str, summary: str, rules: type[SoloRules], style: Style) -> Al
         apply=gradient_rounds,
         exchanges=EXCHANGES,
         style=style,
+        legend=LEGEND,
     )
 
 
+#: eager-SGD's (and quorum's) staleness and freshness
+LEGEND = (
+    "stale: rounds from the model it computed on to the round carrying its gradient (late: 1+); fresh: in its own round"
+)
 SOLO = _record(
     "eager-solo",
     "eager-SGD's solo allreduce: the first worker to arrive starts a round; latecomers' gradients wait",

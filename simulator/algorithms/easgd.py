@@ -67,6 +67,8 @@ def apply(
 
 RECORD = Algorithm(
     name="easgd",
+    legend="stale: server updates for others between the model it computed on and its next exchange; "
+    "fresh: carried by one",
     summary="asynchronous EASGD: local steps; every period-th iteration an elastic exchange with a parameter server",
     keys=(PERIOD, PULL, SERVERS, SERVER_GAMMA),
     rules=EasgdRules,
@@ -74,7 +76,7 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.server:EasgdExchange"},
-    style=Style("#882255", "h"),
+    style=Style("#994F00", "h"),
     central=True,
     own_step=True,
 )

@@ -14,7 +14,8 @@ import numpy as np
 
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
 from stragglerlab.simulator.algorithms.rounds import KERNEL, RoundProcess, RoundRules
-from stragglerlab.simulator.keys import POSITIVE_INT, Key
+from stragglerlab.simulator.bounds import MAX_PERIOD
+from stragglerlab.simulator.keys import Key, at_most
 from stragglerlab.simulator.replicas import Observer, Optimizer, row_counts
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 PERIOD = Key(
     "period",
     16,
-    POSITIVE_INT,
+    at_most(MAX_PERIOD, "2^31"),
     "local-sgd: local steps between averages; lsgd: a local exchange every P·period iterations in all; "
     "easgd: every period-th iteration exchanges with the server",
 )
@@ -74,6 +75,7 @@ def apply(
 
 RECORD = Algorithm(
     name="local-sgd",
+    legend="stale 0 (local steps on its own model); fresh: carried by some average (not steps after the last)",
     summary="local SGD: period local steps, then a synchronous average of every model",
     keys=(PERIOD,),
     rules=LocalSgdRules,

@@ -22,8 +22,9 @@ import numpy as np
 
 from stragglerlab.simulator.algorithms.local_sgd import PERIOD
 from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.bounds import MAX_PERIOD
 from stragglerlab.simulator.imbalance import ExchangeSpread
-from stragglerlab.simulator.keys import FRACTION, POSITIVE_INT, Key
+from stragglerlab.simulator.keys import FRACTION, Key, at_most
 from stragglerlab.simulator.network import message_bytes
 from stragglerlab.simulator.replicas import Observer, Optimizer, matrix, row_counts
 
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
 
-GLOBAL_PERIOD = Key("global_period", 64, POSITIVE_INT, "a global exchange every P·global_period iterations in all")
+GLOBAL_PERIOD = Key(
+    "global_period", 64, at_most(MAX_PERIOD, "2^31"), "a global exchange every P·global_period iterations in all"
+)
 PULL = Key(
     "pull",
     0.1,
@@ -177,6 +180,8 @@ def apply(
 
 RECORD = Algorithm(
     name="lsgd",
+    legend="stale 0 (each worker steps its own model at once); "
+    "fresh: carried by some exchange (not steps after its last)",
     summary="LSGD: workers run free; every P·period iterations in all they pull toward the best worker",
     keys=(PERIOD, GLOBAL_PERIOD, PULL, GLOBAL_PULL),
     rules=LsgdRules,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from stragglerlab.simulator.algorithms.eager import DIVIDE_BY, EXCHANGES, LATE, SoloRules
+from stragglerlab.simulator.algorithms.eager import DIVIDE_BY, EXCHANGES, LATE, LEGEND, SoloRules
 from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
 from stragglerlab.simulator.algorithms.rounds import KERNEL, SYNC_PERIOD, RoundProcess, gradient_rounds
 from stragglerlab.simulator.keys import Check, Key
@@ -63,6 +63,7 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=gradient_rounds,
     exchanges=EXCHANGES,
-    style=Style("#AA4499", "*"),
+    legend=LEGEND,
+    style=Style("#A50026", "*"),
     check=check,
 )

@@ -40,6 +40,10 @@ class Rules(Protocol):
 Fail = Callable[[str, Any, str], ScenarioError]
 
 
+#: what ``staleness`` and ``fresh`` mean where an algorithm says nothing else: the rule of the iterations table
+STALE_FRESH = "stale: rounds from the model it computed on to the round carrying its gradient; fresh: in its own round"
+
+
 @dataclass(frozen=True)
 class Style:
     """How figures draw the algorithm: a colour (hex) and a matplotlib marker."""
@@ -69,6 +73,8 @@ class Algorithm:
     # steps), so every gradient is applied; otherwise a gradient enters the replicas (or the server's model) only
     # with the round or update that carries it
     own_step: bool = False
+    # what its iterations' staleness and freshness mean, one line under every summary that shows it
+    legend: str = STALE_FRESH
 
 
 def resolve(reference: str) -> Any:

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from stragglerlab.simulator.bounds import MAX_SERVERS
 from stragglerlab.simulator.imbalance import ExchangeSpread
-from stragglerlab.simulator.keys import NONNEG, POSITIVE_INT, Key
+from stragglerlab.simulator.keys import NONNEG, Key, at_most
 from stragglerlab.simulator.network import message_bytes
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
     from stragglerlab.simulator.engine import Call, Engine
     from stragglerlab.simulator.scenario import Scenario
 
-SERVERS = Key("servers", 1, POSITIVE_INT, "async-ps, easgd: shards of the parameter server (each n/servers bytes)")
+SERVERS = Key(
+    "servers", 1, at_most(MAX_SERVERS, "2^20"), "async-ps, easgd: shards of the parameter server (each n/servers bytes)"
+)
 SERVER_GAMMA = Key(
     "server_gamma",
     0.0,

@@ -95,6 +95,7 @@ def apply(
 
 RECORD = Algorithm(
     name="sgp",
+    legend="stale 0 (each exchange mixes the models held then); fresh: all",
     summary="SGP: push-sum gossip; each worker pushes a share of its model to one or two peers of a time-varying "
     "exponential graph",
     keys=(PUSH_PEERS,),
@@ -103,6 +104,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
-    style=Style("#DDCC77", "p"),
+    style=Style("#999933", "p"),
     own_step=True,
 )

@@ -60,6 +60,7 @@ class SyncRules(RoundRules):
 
 RECORD = Algorithm(
     name="sync",
+    legend="stale 0 (every round carries every worker's gradient); fresh: all",
     summary="synchronous SGD: every round waits for all workers' gradients (the baseline)",
     keys=(),
     rules=SyncRules,

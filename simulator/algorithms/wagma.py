@@ -180,6 +180,8 @@ def check(scenario: Scenario, fail: Fail) -> None:
 
 RECORD = Algorithm(
     name="wagma",
+    legend="stale: group rounds from the model it deposited to the round first reading it; "
+    "fresh: deposited by its own round's start",
     summary="WAGMA-SGD: the first arrival starts a round; models are averaged in butterfly groups, late ones stale",
     keys=(SYNC_PERIOD, GROUP_SIZE),
     rules=WagmaRules,

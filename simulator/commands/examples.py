@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
-from stragglerlab.analysis.outputs import check_new_file, write_text
+from stragglerlab.analysis.outputs import check_new_file, output_path, write_text
 from stragglerlab.simulator.catalog import example_path, examples
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", metavar="NAME", help="print this example's scenario (TOML)")
-    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="with NAME: write it here instead")
+    parser.add_argument("-o", "--output", type=output_path, metavar="FILE", help="with NAME: write it here instead")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
     parser.epilog = "Run one: stragglerlab simulate --example NAME; edit a copy: stragglerlab examples NAME -o FILE"
 

@@ -17,8 +17,9 @@ from tqdm import tqdm
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.analysis.metrics import Summary, summarize
-from stragglerlab.analysis.outputs import unused_name
+from stragglerlab.analysis.outputs import output_path, unused_name
 from stragglerlab.analysis.runfolder import NEVER, SIMULATED, check_replaceable, load_run
+from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
 from stragglerlab.simulator.estimate import check, combined, estimate
 from stragglerlab.simulator.run import engine_for, simulate
@@ -26,11 +27,11 @@ from stragglerlab.simulator.scenario import ALGORITHMS, Scenario
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    scenario_arguments(parser, "override a scenario key, e.g. --set cluster.workers=256 (repeatable)")
+    scenario_arguments(parser, "override a scenario key, e.g. --set cluster.workers=256 (repeatable)", defaults=True)
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="DIR",
         help="run folder (with --compare: a folder holding one run folder per algorithm); default "
         "runs/<scenario name>, or runs/<scenario name>-2, -3, ... when that exists",
@@ -77,6 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def algorithm_list(text: str) -> list[str]:
     """``--compare a,b``: the algorithms named, each one of :data:`ALGORITHMS`."""
     names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no algorithm (e.g. --compare sync,wagma)")
     for name in names:
         if name not in ALGORITHMS:
             raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(ALGORITHMS)})")
@@ -157,6 +160,15 @@ def format_table(summaries: list[Summary], baseline: Summary | None) -> str:
     )
 
 
+def legend(summaries: list[Summary]) -> str:
+    """What the stale and fresh columns mean for each algorithm shown, one line each (its record's ``legend``);
+    algorithms that mean the same share a line."""
+    lines: dict[str, list[str]] = {}
+    for s in summaries:
+        lines.setdefault(algorithms.get(s.algorithm).legend, []).append(s.algorithm)
+    return "\n".join(f"{', '.join(names)}: {text}" for text, names in lines.items())
+
+
 def summary_record(scenario: Scenario, summaries: list[Summary], folders: list[Path], baseline: Summary | None) -> dict:
     """The ``--json`` form of a summary: the scenario's name and size, and each run's metrics, speedups and folder."""
     runs = []
@@ -183,6 +195,7 @@ def print_summary(
     over = f", speedup over {baseline.algorithm}" if baseline else ""
     print(f"{scenario.name}: {scenario.workers} workers x {scenario.iterations} iterations, seed {scenario.seed}{over}")
     print(format_table(summaries, baseline))
+    print(legend(summaries))
     print(f"run folders: {folders[0].parent}" if len(folders) > 1 else f"run folder: {folders[0]}")
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from stragglerlab.analysis.collection import summary_table
 from stragglerlab.analysis.compare import ALGORITHM, aggregate, speedup
 from stragglerlab.analysis.errors import UserError
+from stragglerlab.analysis.outputs import output_path
 from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator.commands import load_scenario, output_arguments, print_json, scenario_arguments
 from stragglerlab.simulator.estimate import check, combined, estimate
@@ -58,7 +58,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         required=True,
         metavar="DIR",
         help="the sweep folder: one run folder per cell; a re-run resumes it",

@@ -4,17 +4,14 @@ is in :mod:`.base`."""
 
 from __future__ import annotations
 
+from stragglerlab.simulator.modelsize import hidden_widths
 from stragglerlab.simulator.scenario import BUILTIN_MODELS, Scenario
 from stragglerlab.simulator.workloads.base import ArrayWorkload
-from stragglerlab.simulator.workloads.classifier import Classifier, layer_sizes, parameters
+from stragglerlab.simulator.workloads.classifier import Classifier
 from stragglerlab.simulator.workloads.hyperplane import Hyperplane
 from stragglerlab.simulator.workloads.torch_bridge import TorchWorkload, load_task
 
-__all__ = ["BUILTIN_MODELS", "load", "model_parameters"]
-
-
-def _hidden(scenario: Scenario) -> tuple[int, ...]:
-    return scenario.workload.hidden if scenario.workload.model == "mlp" else ()
+__all__ = ["BUILTIN_MODELS", "load"]
 
 
 def load(scenario: Scenario) -> ArrayWorkload | TorchWorkload:
@@ -23,16 +20,5 @@ def load(scenario: Scenario) -> ArrayWorkload | TorchWorkload:
     if name == "hyperplane":
         return Hyperplane(scenario)
     if name in ("logistic", "mlp"):
-        return Classifier(scenario, _hidden(scenario))
+        return Classifier(scenario, hidden_widths(scenario))
     return TorchWorkload(scenario, load_task(name, scenario.seed))
-
-
-def model_parameters(scenario: Scenario) -> int | None:
-    """The parameter count of a built-in model, from the scenario alone (a torch model's is known once it is built:
-    None)."""
-    name = scenario.workload.model
-    if name == "hyperplane":
-        return scenario.workload.dimension
-    if name in ("logistic", "mlp"):
-        return parameters(layer_sizes(scenario, _hidden(scenario)))
-    return None

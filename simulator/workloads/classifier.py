@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stragglerlab.simulator.modelsize import layer_sizes, parameters
 from stragglerlab.simulator.scenario import Scenario
 from stragglerlab.simulator.workloads.base import ArrayWorkload
 
@@ -21,16 +22,6 @@ def gaussian_mixture(seed: int, samples: int, features: int, classes: int, noise
     centres = rng.standard_normal((classes, features)) / np.sqrt(features)
     y = rng.integers(0, classes, samples)
     return centres[y] + noise * rng.standard_normal((samples, features)), y
-
-
-def layer_sizes(scenario: Scenario, hidden: tuple[int, ...]) -> tuple[int, ...]:
-    """Features, the ``hidden`` widths and the classes: the widths of the network's layers."""
-    return (scenario.workload.dimension, *hidden, scenario.workload.classes)
-
-
-def parameters(sizes: tuple[int, ...]) -> int:
-    """Weights and biases of a dense network with layers of ``sizes``."""
-    return sum((a + 1) * b for a, b in zip(sizes, sizes[1:], strict=False))
 
 
 class Classifier(ArrayWorkload):

@@ -188,7 +188,7 @@ def test_curves_by_delay_with_a_log_loss(trained, tmp_path):
     assert len(fig.axes) == 2 and all(len(ax.lines) == 2 and ax.get_yscale() == "log" for ax in fig.axes)
     assert sorted(legend_texts(fig)) == ["eager-solo", "sync"]
     accuracy = draw("curves", where(trained, imbalance__delay=0.1), Options(metric="accuracy", axis="iterations"))
-    assert len(accuracy.axes[0].lines) == 2 and accuracy.axes[0].get_ylabel() == "accuracy"
+    assert len(accuracy.axes[0].lines) == 2 and accuracy.axes[0].get_ylabel().startswith("test accuracy")
 
 
 def test_curves_a_clear_error_without_evals(sim):
@@ -322,7 +322,7 @@ def test_plot_command_a_path_that_cannot_be_written_is_one_line(tmp_path, capsys
     ("meta", "message"),
     [
         ('{"finished": true}', "has no scenario"),
-        ("[1, 2]", "has no scenario"),
+        ("[1, 2]", "holds a JSON list, not a run's object"),
         ('{"scenario": {"algorithm": {"name": "sync"}}}', "the scenario has no cluster.workers, workload.batch"),
     ],
 )
@@ -348,3 +348,14 @@ def test_too_many_runs_for_one_panel_each_hint_at_a_seed_the_runs_have(tmp_path,
         main(["plot", str(tmp_path / "s"), "--kind", "timeline", "--where", "seed=7", "-o", str(tmp_path / "t.png")])
         == 0
     )
+
+
+def test_curves_end_soon_after_the_last_run_settles_not_on_its_flat_tail():
+    import pandas as pd
+
+    from stragglerlab.analysis.plots.curves import SETTLED, settled
+
+    t = pd.Series([0.0, 1.0, 2.0, 3.0, 10.0, 100.0])
+    loss = pd.Series([1.0, 0.5, 0.2, 0.1 + SETTLED * 0.9 / 2, 0.1, 0.1])
+    assert settled(t, loss) == 3.0  # within 2 % of the way to its last value from t = 3 on
+    assert settled(t, pd.Series([0.5] * 6)) == 100.0  # never moved: all of it

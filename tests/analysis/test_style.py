@@ -2,9 +2,12 @@
 analysis itself never tells algorithms apart by name."""
 
 import ast
+import itertools
 from pathlib import Path
 
-from stragglerlab.analysis.style import MARKERS, OKABE_ITO, Style, assign
+import pytest
+
+from stragglerlab.analysis.style import DISTINCT, MARKERS, PALETTE, Style, assign, distance, lab
 from stragglerlab.simulator.algorithms import RECORDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,13 +21,13 @@ def test_declared_styles_first_by_order_then_the_rest_by_name_with_what_is_left(
     assert list(out) == ["c", "a", "b", "y", "z"]  # order, then name; the unstyled after, by name
     assert [out[n] for n in "cab"] == [declared[n] for n in "cab"]
     # black and orange (any case) and markers o and s are taken: the next free ones, in order
-    assert out["y"] == Style(OKABE_ITO[2], "^", 3) and out["z"] == Style(OKABE_ITO[3], "D", 4)
+    assert out["y"] == Style(PALETTE[2], "^", 3) and out["z"] == Style(PALETTE[3], "D", 4)
 
 
 def test_once_the_palette_runs_out_it_starts_again():
-    out = assign(dict.fromkeys((f"alg{i:02d}" for i in range(len(OKABE_ITO) + 2)), None))
+    out = assign(dict.fromkeys((f"alg{i:02d}" for i in range(len(PALETTE) + 2)), None))
     colours = [s.colour for s in out.values()]
-    assert colours == [*OKABE_ITO, *OKABE_ITO[:2]]
+    assert colours == [*PALETTE, *PALETTE[:2]]
     assert [s.marker for s in out.values()][: len(MARKERS)] == list(MARKERS)
 
 
@@ -42,3 +45,22 @@ def test_every_algorithm_has_a_colour_and_a_marker_of_its_own():
     styles = [record.style for record in RECORDS]
     assert len({s.colour.lower() for s in styles}) == len(styles)
     assert len({s.marker for s in styles}) == len(styles)
+
+
+def test_every_algorithm_takes_its_colour_from_the_one_palette_which_leaves_room_for_more():
+    colours = {record.style.colour.upper() for record in RECORDS}
+    assert colours <= set(PALETTE)
+    assert len(PALETTE) >= 14  # room beyond the twelve algorithms first shipped, for two more
+
+
+def test_every_two_colours_of_the_palette_are_distinguishable():
+    near = [(a, b) for a, b in itertools.combinations(PALETTE, 2) if distance(a, b) < DISTINCT]
+    assert not near, near
+    assert all(lab(c)[0] < 80 for c in PALETTE)  # none too light to see on white
+
+
+def test_the_colour_difference_is_ciede2000():
+    assert lab("#FFFFFF") == pytest.approx((100, 0, 0), abs=0.05) and lab("#000000") == (0, 0, 0)
+    assert distance("#123456", "#123456") == 0
+    assert distance("#000000", "#FFFFFF") == pytest.approx(100, abs=0.05)  # black to white: L* alone
+    assert distance("#FF0000", "#0000FF") == pytest.approx(52.88, abs=0.05)  # the published red-blue value

@@ -80,7 +80,8 @@ def test_each_command_prints_what_the_page_shows(command, tmp_path, monkeypatch,
 def test_the_ratio_table_is_the_commands_samples_per_second():
     rates = {}  # each command's rates, by the algorithm it runs first (its paper's): the examples share baselines
     for lines in shown_commands().values():
-        run = {line.split()[0]: float(line.split()[1].replace(",", "")) for line in lines[2:]}
+        table = [line.split() for line in lines[2:] if ": " not in line]  # the table, not its legend lines
+        run = {row[0]: float(row[1].replace(",", "")) for row in table}
         rates[next(iter(run))] = run
     rows = ratio_rows()
     assert len([row for row in rows if row[2] != "not stated"]) == 5  # the papers' three figures, over five baselines

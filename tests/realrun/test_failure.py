@@ -101,7 +101,7 @@ def test_killing_a_rank_stops_the_others_with_its_name(native_ready, scenario_fi
     assert f"rank {victim} (pid" in run.meta["error"]
 
 
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_file, tmp_path, how):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario_file(SCENARIO)), "--np", "2"]
@@ -113,7 +113,12 @@ def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_f
         job = descendants(proc.pid)  # mpiexec, its proxy and the ranks
         assert ranks <= job and len(job) >= 4, job
         proc.send_signal(how)
-        proc.wait(timeout=10)
+        stdout, stderr = proc.communicate(timeout=10)
         assert still_running(job, within=5.0) == set()
+        assert b"BAD TERMINATION" not in stdout and b"YOUR APPLICATION" not in stdout, stdout
+        if how != signal.SIGKILL:  # the command ends the job itself: one line, and no heartbeats left behind
+            err = stderr.decode()
+            assert "Traceback" not in err and err.strip().splitlines()[-1] == "stragglerlab run: interrupted", err
+            assert not (out / ".live").exists()
     finally:
         end_all(proc, job)

@@ -83,3 +83,13 @@ def test_profile_fragment_has_the_models_bytes_and_its_passes_add_up_to_a_step(t
     assert 1 / 30 < passes / step < 30
     again = stragglerlab("simulate", str(out), "--set", "iterations=3", "-o", str(tmp_path / "run"))
     assert again.returncode == 0, again.stderr
+
+
+def test_profile_times_one_process_whatever_the_scenario_s_cluster(tmp_path):
+    # eager-injected has 64 workers of 128 samples: more than torch:mlp's 4,096 samples give 64 workers, but profile
+    # is one process, and the scenario's cluster, algorithm and imbalance play no part in it
+    out = tmp_path / "profile.toml"
+    argv = ["--example", "eager-injected", "--set", "workload.model='torch:mlp'", "--iterations", "3", "-o", str(out)]
+    done = stragglerlab("profile", *argv, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "batch 128" in out.read_text() and tomllib.loads(out.read_text())["workload"]["params"] > 1000

@@ -98,7 +98,7 @@ def test_algorithms_lists_every_record_with_its_keys(capsys):
 
 def test_usage_errors(capsys):
     assert main([]) == 2
-    for argv in (["simulate", "--example", "eager-injected", "--compare", "nope"], ["simulate"], ["nope"]):
+    for argv in (["simulate", "--example", "eager-injected", "--compare", "nope"], ["profile"], ["nope"]):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2

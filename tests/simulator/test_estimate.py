@@ -35,13 +35,26 @@ def test_a_trained_model_is_estimated_by_its_own_parameter_count():
     base = estimate(scenario("workload.model=hyperplane", "iterations=60"), "fast")
     wide = estimate(scenario("workload.model=hyperplane", "iterations=60", "workload.dimension=10100"), "fast")
     assert base.memory < GIB
-    assert wide.memory - base.memory == pytest.approx(64 * 10_000 * 8 * 3)
+    samples = 32_768  # the data set grows too: float32 samples, 10,000 more features each
+    assert wide.memory - base.memory == pytest.approx(64 * 10_000 * 8 * 3 + samples * 10_000 * 4)
     mlp = estimate(scenario("workload.model=mlp", "iterations=60", "workload.hidden=[64]"), "fast")
     assert mlp.memory < GIB
     assert estimate(scenario("cluster.workers=4096"), "reference").seconds > estimate(scenario(), "reference").seconds
     both = combined([Estimate(1.0, 10.0), Estimate(3.0, 20.0), Estimate(2.0, 30.0)], jobs=2)
     assert both == Estimate(5.0, 30.0)
     assert combined([Estimate(1.0, 10.0), Estimate(3.0, 20.0)]) == Estimate(3.0, 30.0)
+
+
+def test_a_built_in_model_s_data_set_is_counted_so_a_huge_one_is_refused_before_it_is_made():
+    mixture = estimate(
+        scenario("workload.model=logistic", "workload.samples=2000000", "workload.dimension=500"), "fast"
+    )
+    bare = estimate(scenario("workload.model=logistic", "workload.samples=1000000", "workload.dimension=500"), "fast")
+    assert mixture.memory - bare.memory >= 1_000_000 * 500 * 8  # float64 features, at least once
+    with pytest.raises(UserError, match="needs about .* TiB of memory"):
+        check(
+            "simulate", estimate(scenario("workload.model=hyperplane", "workload.samples=1000000000000"), "fast"), False
+        )
 
 
 def test_check_prints_large_runs_and_refuses_beyond_the_memory_available():
