@@ -39,6 +39,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("model_version", INT),
             ("staleness", INT),
             ("fresh", BOOL),
+            ("samples", INT),
         ]
     ),
     "rounds": pa.schema(
@@ -63,7 +64,7 @@ SORT_KEYS = {
 }
 TABLES = tuple(SCHEMAS)
 #: what an engine or a real run records of each worker-iteration; the other columns of ``iterations`` follow from it
-RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh")
+RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh", "samples")
 #: which run an existing run folder may hold for a new run to replace it (a real run is never replaced): none, a
 #: simulated one (``--force``), or an unfinished run of the same scenario (a sweep resuming its cell)
 NEVER, SIMULATED, UNFINISHED = "never", "simulated", "unfinished"
@@ -252,11 +253,19 @@ def _read_table(path: Path, table: str) -> pd.DataFrame:
     data = []
     for file in files:
         try:
-            data.append(pq.read_table(file, schema=SCHEMAS[table]))
+            data.append(_conform(pq.read_table(file), table))
         except (pa.ArrowException, OSError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(f"{file}: cannot read the {table} table ({reason})") from None
     return pa.concat_tables(data).to_pandas()
+
+
+def _conform(data: pa.Table, table: str) -> pa.Table:
+    """A table read from a file in the schema of :data:`SCHEMAS`; an ``iterations`` table written before the
+    ``samples`` column was recorded gets it as −1 (:func:`load_run` then puts the batch there)."""
+    if table == "iterations" and "samples" not in data.column_names:
+        data = data.append_column("samples", pa.array(np.full(len(data), -1), type=INT))
+    return data.select(SCHEMAS[table].names).cast(SCHEMAS[table])
 
 
 @dataclass
@@ -284,4 +293,7 @@ def load_run(folder: str | Path) -> Run:
     except (OSError, ValueError) as err:  # unreadable, not text, not JSON
         raise UserError(f"{folder}/meta.json: cannot be read as JSON ({err})") from None
     tables = {t: _read_table(_table_path(folder, t), t) for t in TABLES}
+    samples = tables["iterations"]["samples"]
+    if (samples < 0).any():  # recorded before the column was: every worker-iteration processed its whole batch
+        tables["iterations"]["samples"] = samples.where(samples >= 0, meta["scenario"]["workload"]["batch"])
     return Run(folder, meta, **tables)

@@ -38,7 +38,7 @@ class PerRankRounds(Exchange):
         """Iteration ``n`` exchanged as ``row`` (a ``rounds`` row); returns what :meth:`iteration` returns."""
         t_done = row[4]
         self.done.append(row)
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True, self.batch))
         return t_done, n + 1
 
     def rounds(self):

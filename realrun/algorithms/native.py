@@ -75,7 +75,7 @@ class NativeRounds(Exchange):
 
     def emit(self, call: tuple, round_: int) -> None:
         n, t_start, t_post, t_done, fresh = call
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, n, fresh))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, n, fresh, self.batch))
 
     def rounds(self) -> list[tuple]:
         if self.final is not None:
