@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from stragglerlab.simulator.algorithms.record import Algorithm, Style
+from stragglerlab.simulator.algorithms.record import Algorithm, Fail, Style
 from stragglerlab.simulator.algorithms.rounds import Round, RoundProcess, RoundRules
 from stragglerlab.simulator.keys import POSITIVE_INT, Key, number
 from stragglerlab.simulator.replicas import Observer, Optimizer, matrix
@@ -138,6 +138,12 @@ def apply(
         yield m
 
 
+def check(scenario: Scenario, fail: Fail) -> None:
+    parts, batch = scenario.algorithm.microbatches, scenario.workload.batch
+    if parts > batch:
+        raise fail("algorithm.microbatches", parts, f"at most workload.batch = {batch} (a micro-batch of one sample)")
+
+
 RECORD = Algorithm(
     name="preempt",
     summary="sync SGD with preemption (DD-PPO): once a fraction of workers finish, the rest stop and contribute what they did",
@@ -148,4 +154,5 @@ RECORD = Algorithm(
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.preempt:PreemptExchange"},
     style=Style("#332288", "d"),
+    check=check,
 )
