@@ -12,9 +12,10 @@ optimizer, which this module follows, makes these choices:
   3) the two messages go to, and come from, one worker, as in the release. One worker has no peer.
 - **(choice, the release's)** What the peers do: every worker exchanges in every even iteration, so the peer is not
   passive: it waits for the two models it receives (its own exchange) as the initiator does for its; no global
-  barrier. Worker i waits for its two receives and its two sends (the release's ``MPI_Waitall``); **(choice)** a send
-  is done when it arrives, not when its receiver posts (an eager send, as the gossip algorithms price one):
-  t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ sources} t_post(n, j) + p2p(j, i)) (:mod:`.gossip`).
+  barrier. Worker i waits for its two receives and its two sends (the release's ``MPI_Waitall``), and a send is done
+  once its receiver has posted too (a model-sized send meets its receive: ``rendezvous``): t_done(n, i) = the latest
+  of t_post(n, j) + p2p over its sources j (j → i) and its receivers j (i → j), and t_post(n, i) + its sends' time
+  (:mod:`.gossip`).
 - **(choice, the release's)** The averaging weighs three models alike: the release runs push-sum with weights that
   stay 1 (each sends a third of its model and weight, keeps a third and receives two thirds), so
   w_i ← (w_i + w_src + w_src')/3 on the posted models, then i's own gradient step (the gradient taken on the model
@@ -52,6 +53,8 @@ def shifts(P: int) -> list[tuple[int, int]]:
 class SwarmRules(GossipRules):
     """Phase s = n mod 2R: an even phase exchanges with the sources of shifts s/2 (:func:`shifts`), an odd one is a
     local step (no peers)."""
+
+    rendezvous = True
 
     def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         P = self.P

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from stragglerlab.analysis.runfolder import load_run
 from stragglerlab.simulator.algorithms.swarm import shifts
 from stragglerlab.simulator.network import NetworkModel, message_bytes
 from stragglerlab.simulator.plan import plan
@@ -177,3 +178,28 @@ def test_swarm_sources_on_eight_workers():
             assert rules.peers(n, i) == sorted([(i - a) % 8, (i - b) % 8])
             assert sorted(rules.receivers(n, i)) == sorted([(i + a) % 8, (i + b) % 8])
             assert rules.peers(n + 1, i) == [] and math.isfinite(rules.factor(n, i))
+
+
+def test_paper_wagma_compares_both_beside_wagma_and_the_decentralized_baselines(tmp_path, capsys):
+    """``paper-wagma``'s comparison takes swarm-sgd and preempt beside the released baselines (at a small scale)."""
+    from stragglerlab.cli import main
+
+    argv = ["simulate", "--example", "paper-wagma", "--set", "cluster.workers=16", "--set", "iterations=20"]
+    assert main([*argv, "--compare", "d-psgd,sgp,swarm-sgd,preempt", "-o", str(tmp_path / "out")]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:] if line.strip()}
+    assert {"wagma", "d-psgd", "sgp", "swarm-sgd", "preempt"} <= set(rows)
+    preempted = load_run(tmp_path / "out" / "preempt").iterations
+    assert (preempted.samples < 512).any() and (preempted.samples >= 1).all()
+
+
+def test_swarm_sends_wait_for_their_receivers(tmp_path):
+    """Three workers, worker 2 late at the first exchange: worker 1 receives only from worker 0 yet sends to worker 2,
+    and a model-sized send is done only once its receiver has posted, so worker 1 waits for worker 2 as well."""
+    trace = np.array([[0.1, 0.1, 0.5], [0.1, 0.1, 0.1]])
+    s = traced(tmp_path, "swarm-sgd", trace, iterations=2)
+    rules = plan(s).rules
+    assert rules.peers(0, 1) == [0, 0] and rules.receivers(0, 1) == [2, 2]
+    it, _ = run_tables(s)
+    done = it[it.iteration == 0].sort_values("worker").t_done.to_numpy()
+    assert (done > 0.5).all()  # every worker waits for worker 2: as a source (0, 2) or as a receiver (1)
+    assert done[1] == pytest.approx(rules.exchange(0, 1, np.array([0.1, 0.1, 0.5]))[1])
