@@ -19,11 +19,12 @@ class Summary:
     Throughput counts what training used: ``samples_per_s`` (applied throughput) is the samples of the
     worker-iterations whose gradient entered some replica (or a server's model) over ``span``, the time the last of
     them did (a worker-iteration's samples are its ``samples`` column: the batch, or fewer where preemption cut its
-    work short); ``raw_samples_per_s`` counts the samples of every worker-iteration over the makespan, including gradients that never
-    entered a model. Where each worker steps its own replica with its own gradient (``meta.json``'s ``applied`` is
-    ``release``: model averaging, gossip, local steps) every gradient is applied when its worker is released, so the
-    two are equal; elsewhere (``round``, the default of run folders without the key) a gradient is applied by the
-    round or server update that carries it, and one no round carries (dropped, or after the last round) never is."""
+    work short); ``raw_samples_per_s`` counts the samples of every worker-iteration over the makespan, including
+    gradients that never entered a model. Where each worker steps its own replica with its own gradient
+    (``meta.json``'s ``applied`` is ``release``: model averaging, gossip, local steps) every gradient is applied when
+    its worker is released, so the two are equal; elsewhere (``round``, the default of run folders without the key) a
+    gradient is applied by the round or server update that carries it, and one no round carries (dropped, or after
+    the last round) never is."""
 
     algorithm: str
     workers: int

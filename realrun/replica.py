@@ -173,7 +173,9 @@ class TorchReplica(Replica):
         self.model.train()
         for p in self.params_list:
             p.grad = None
-        x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0][part], self.device)
+        x, t = batch_of(
+            self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0][part], self.device
+        )
         return self.loss_fn(self.model(x), t)
 
     def gradient_order(self) -> list[int]:

@@ -1,4 +1,4 @@
-"""``preempt`` with plain MPI: micro-batches, a control message per finisher, then one allreduce.
+"""``preempt`` in real runs: micro-batches, a control message per finisher, then the native core's sync round.
 
 A rank computes its step in ``algorithm.microbatches`` micro-batches (consecutive slices of its batch; the injected
 imbalance spread evenly over them, :meth:`~stragglerlab.realrun.injection.Injection.due`). A rank that finishes every
@@ -8,42 +8,36 @@ micro-batch boundary after it learned of it: what the simulator models as a stop
 samples rounded down to micro-batches instead of samples, and the time to hear the news and end the micro-batch
 under way on top).
 
-Then every rank joins one ``MPI_Allreduce`` (float32) of k_i·g_i/b (k_i the samples it processed, g_i their mean
-gradient) with P slots in which rank i writes k_i, and a small ``MPI_Allgather`` of the post times (the ``rounds``
-row's trigger and initiator, and the time budget's test, alike on every rank). The rank steps with
-Σ k_i·g_i / Σ k_i, and receives the control messages of the finishers it had not read. Every round is ``sync``'s
-kind; the ``iterations`` table records k_i in ``samples``.
+Then every rank posts to one synchronous round of the native core (kind ``sync``, which backs off while it waits,
+leaving the cores to the ranks still computing): k_i·g_i/b (k_i the samples it processed, g_i their mean gradient)
+with P trailing slots in which rank i writes k_i. The rank steps with Σ k_i·g_i / Σ k_i, and receives the control
+messages of the finishers it had not read. Rounds are the core's records (``sync``, the last to post the initiator);
+the ``iterations`` table records k_i in ``samples``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from stragglerlab.realrun.algorithms.base import Exchange, iteration_row, synchronous_round
+from stragglerlab.realrun.algorithms.base import iteration_row
+from stragglerlab.realrun.algorithms.native import NativeRounds
 
-_TAGS = 1 << 15  # tags cycle: a control message is always read within its own iteration or the next
+_TAGS = 1 << 15  # tags cycle: a control message is always read within its own iteration
 
 
-class PreemptExchange(Exchange):
+class PreemptExchange(NativeRounds):
+    collective = "sync"
     bytes_per_parameter = 48
 
     def __init__(self, scenario, rules, comm, replica, clock, sink):
-        super().__init__(scenario, rules, comm, replica, clock, sink)
+        super().__init__(scenario, rules, comm, replica, clock, sink, late="accumulate", divide_by="workers")
         self.control = comm.Dup()
         self.q, self.parts = rules.finishers, rules.microbatches
         self.bounds = [(j * self.batch) // self.parts for j in range(self.parts + 1)]
-        self.buffer = np.zeros(self.d + self.size, dtype=np.float32)
-        self.posts = np.zeros(self.size)
         self.note = np.zeros(1, dtype=np.int64)  # a control message's payload: the iteration
         self.sends: list = []
         self.heard = 0  # finishers of the current iteration this rank has read
         self.samples = self.batch
-        self.rows: list[tuple] = []
-
-    @classmethod
-    def stops(cls, rules):
-        """Every rank reads the same round trigger (the latest post, allgathered), so each decides the budget alone."""
-        return True
 
     def compute(self, n, injection, t_start):
         """Micro-batch by micro-batch, stopping at a boundary once q ranks have finished: Σ size·gradient, the mean
@@ -85,25 +79,20 @@ class PreemptExchange(Exchange):
         buf[:d] /= self.batch
         buf[d:] = 0.0
         buf[d + self.rank] = self.samples
-        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
-        self.comm.Allgather(np.array([t_post]), self.posts)
+        self.coll.post(buf)
+        out, info = self.coll.wait()
         t_done = self.clock.now()
-        counts = buf[d:]
-        self.replica.step(buf[:d] * np.float32(self.batch / counts.sum()))
+        self.stopped = self.budget_reached()
+        counts = np.rint(out[d:] * self.size)  # the core's result is Σ/P
+        self.replica.step(out[:d] * np.float32(self.size * self.batch / counts.sum()))
         finished = int(np.count_nonzero(counts == self.batch))
         for _ in range(finished - (self.samples == self.batch) - self.heard):  # the finishers not read yet
             self.control.Recv(np.empty(1, dtype=np.int64), tag=n % _TAGS)
         MPI.Request.Waitall(self.sends)
         self.sends = []
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True, self.samples))
-        if self.rank == 0:
-            self.rows.append(synchronous_round(n, self.rules.sync_kind, self.posts, t_done))
-        self.stopped = float(self.posts.max()) >= self.rules.budget
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, info.round, n, True, self.samples))
         return t_done, n + 1
 
-    def rounds(self):
-        rows, self.rows = self.rows, []
-        return rows
-
     def close(self):
+        super().close()
         self.control.Free()

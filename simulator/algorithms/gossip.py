@@ -111,9 +111,7 @@ class GossipRules(PeerCosts):
             r_index.append(owner[order])
             r_cost.append(times[order])
             offset += len(peers)
-        self.index, self.cost, self.r_index, self.r_cost = (
-            np.concatenate(a) for a in (index, cost, r_index, r_cost)
-        )
+        self.index, self.cost, self.r_index, self.r_cost = (np.concatenate(a) for a in (index, cost, r_index, r_cost))
 
     def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per phase: (counts, peers): worker i receives a model from the next ``counts[i]`` entries of ``peers``

@@ -146,7 +146,7 @@ def check(scenario: Scenario, fail: Fail) -> None:
 
 RECORD = Algorithm(
     name="preempt",
-    summary="sync SGD with preemption (DD-PPO): once a fraction of workers finish, the rest stop and contribute what they did",
+    summary="sync SGD with preemption (DD-PPO): once a fraction finish, the others stop and contribute what they did",
     keys=(FRACTION, MICROBATCHES),
     rules=PreemptRules,
     process=PreemptProcess,

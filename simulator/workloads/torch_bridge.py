@@ -82,7 +82,7 @@ class ReplicaBatches(NamedTuple):
     indices: np.ndarray
     workers: np.ndarray
 
-    def __getitem__(self, key):  # type: ignore[override]
+    def __getitem__(self, key):
         """``batches[rows, samples]``: those rows' batches cut to those samples (as an index array's), so a replay
         takes the first k samples of some worker-iterations alike from either workload."""
         rows, samples = key
