@@ -2,6 +2,7 @@
 that receive from it in phase n mod phases and receives from its own peers (the rules'
 :class:`~stragglerlab.simulator.algorithms.gossip.GossipRules`: d-psgd's neighbours, sgp's source), all at once
 with non-blocking sends and receives on a duplicated communicator; the exchange is done when all have completed.
+Where the rules' sends wait for their receivers (swarm-sgd), they are synchronous sends (``MPI_Issend``).
 
 Each message holds the sender's post time and push-sum weight (two float64) and its model (float32). D-PSGD then
 sets w ← mean of its own posted model and its neighbours', and steps with its gradient. SGP (the rules'
@@ -99,7 +100,10 @@ class GossipExchange(PerRankRounds):
         inbox = self.inbox[: len(peers)]
         tag = n % _TAGS
         receives = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
-        sends = [self.gossip.Isend(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
+        # a send that waits for its receiver (rendezvous: swarm-sgd) is synchronous, so that it does whatever the
+        # message's size (MPI sends small messages eagerly, done before their receiver is there)
+        send = self.gossip.Issend if rules.rendezvous else self.gossip.Isend
+        sends = [send(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
         if self.push_sum:  # it does not wait for its sends, which complete once their receivers have posted
             self.sending.append((sends, out))
             MPI.Request.Waitall(receives)
