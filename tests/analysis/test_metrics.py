@@ -128,7 +128,7 @@ def test_solo_with_a_persistent_straggler_is_credited_only_what_its_rounds_carri
 
 
 #: the algorithms whose gradients enter the models only with the round or server update that carries them
-BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps"}
+BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps", "preempt"}
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
