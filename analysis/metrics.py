@@ -18,19 +18,21 @@ class Summary:
 
     Throughput counts what training used: ``samples_per_s`` (applied throughput) is the samples of the
     worker-iterations whose gradient entered some replica (or a server's model) over ``span``, the time the last of
-    them did; ``raw_samples_per_s`` counts every worker-iteration over the makespan, including gradients that never
-    entered a model. Where each worker steps its own replica with its own gradient (``meta.json``'s ``applied`` is
-    ``release``: model averaging, gossip, local steps) every gradient is applied when its worker is released, so the
-    two are equal; elsewhere (``round``, the default of run folders without the key) a gradient is applied by the
-    round or server update that carries it, and one no round carries (dropped, or after the last round) never is."""
+    them did (a worker-iteration's samples are its ``samples`` column: the batch, or fewer where preemption cut its
+    work short); ``raw_samples_per_s`` counts the samples of every worker-iteration over the makespan, including
+    gradients that never entered a model. Where each worker steps its own replica with its own gradient
+    (``meta.json``'s ``applied`` is ``release``: model averaging, gossip, local steps) every gradient is applied when
+    its worker is released, so the two are equal; elsewhere (``round``, the default of run folders without the key) a
+    gradient is applied by the round or server update that carries it, and one no round carries (dropped, or after
+    the last round) never is."""
 
     algorithm: str
     workers: int
     iterations: int  # worker-iterations run
     makespan: float  # seconds until the last worker finished
     span: float  # seconds until the last gradient was applied
-    samples_per_s: float  # applied: worker-iterations whose gradient entered a model x batch / span
-    raw_samples_per_s: float  # every worker-iteration x batch / makespan
+    samples_per_s: float  # applied: samples of the worker-iterations whose gradient entered a model / span
+    raw_samples_per_s: float  # samples of every worker-iteration / makespan
     mean_iteration: float
     mean_wait: float
     mean_staleness: float
@@ -49,7 +51,10 @@ class Tally:
     that keeps no table (``--summary-only``) is summarised exactly like one that does (its tally is in
     ``meta.json``)."""
 
-    FIELDS = ("rows", "makespan", "span", "busy", "wait", "carried", "staleness", "max_staleness", "fresh")
+    FIELDS = (
+        "rows", "makespan", "span", "busy", "wait", "carried", "staleness", "max_staleness", "fresh", "samples",
+        "carried_samples",
+    )  # fmt: skip
 
     def __init__(self, **sums: float):
         self.sums = dict.fromkeys(self.FIELDS, 0) | sums
@@ -58,8 +63,9 @@ class Tally:
     def saved(cls, sums: Mapping[str, float]) -> Tally:
         """A tally as ``meta.json`` keeps it. One written before ``span`` was tallied takes the makespan as its
         span: the applied throughput of such a run is then a lower bound (exact when the last worker-iteration
-        was carried)."""
-        return cls(**({"span": sums["makespan"]} | dict(sums)))
+        was carried). One written before samples were tallied (``samples`` absent) counts them as rows × batch in
+        :func:`summarize`."""
+        return cls(**({"span": sums["makespan"], "samples": -1, "carried_samples": -1} | dict(sums)))
 
     def add(self, columns: Mapping[str, Any]) -> Tally:
         """Add a block of rows (a DataFrame or a mapping of column arrays)."""
@@ -78,6 +84,9 @@ class Tally:
         s["staleness"] += int(staleness.sum())
         s["max_staleness"] = max(s["max_staleness"], int(staleness.max()) if len(staleness) else 0)
         s["fresh"] += int(np.count_nonzero(columns["fresh"]))
+        samples = np.asarray(columns["samples"])
+        s["samples"] += int(samples.sum())
+        s["carried_samples"] += int(samples[carried].sum())
         return self
 
 
@@ -90,21 +99,25 @@ def _rate(count: float, seconds: float) -> float:
 
 
 def summarize(run: Run, target_loss: float | None = None) -> Summary:
-    """Summary of a run; samples are worker-iterations times ``workload.batch``. Loss and accuracy are the last
-    evaluation's of :func:`model_evals`; ``time_to_loss``: :func:`to_target`'s time for ``target_loss``."""
+    """Summary of a run; samples are the ``samples`` column's (the batch of each worker-iteration, fewer where
+    preemption cut it short). Loss and accuracy are the last evaluation's of :func:`model_evals`; ``time_to_loss``:
+    :func:`to_target`'s time for ``target_loss``."""
     scenario = run.meta["scenario"]
     batch = scenario["workload"]["batch"]
     kept = len(run.iterations) or "tally" not in run.meta
     s = (Tally().add(run.iterations) if kept else Tally.saved(run.meta["tally"])).sums
-    applied, span = (s["rows"], s["makespan"]) if run.meta.get("applied") == "release" else (s["carried"], s["span"])
+    if s["samples"] < 0:  # a tally saved before samples were counted: every worker-iteration had its whole batch
+        s["samples"], s["carried_samples"] = s["rows"] * batch, s["carried"] * batch
+    release = run.meta.get("applied") == "release"
+    applied, span = (s["samples"], s["makespan"]) if release else (s["carried_samples"], s["span"])
     return Summary(
         algorithm=scenario["algorithm"]["name"],
         workers=scenario["cluster"]["workers"],
         iterations=int(s["rows"]),
         makespan=float(s["makespan"]),
         span=float(span),
-        samples_per_s=_rate(applied * batch, span),
-        raw_samples_per_s=_rate(s["rows"] * batch, s["makespan"]),
+        samples_per_s=_rate(applied, span),
+        raw_samples_per_s=_rate(s["samples"], s["makespan"]),
         mean_iteration=_mean(s["busy"], s["rows"]),
         mean_wait=_mean(s["wait"], s["rows"]),
         mean_staleness=_mean(s["staleness"], s["carried"]),
@@ -183,4 +196,4 @@ def active_samples_per_s(run: Run) -> float:
     it = run.iterations
     if it.empty:
         return float("nan")
-    return _rate(len(it) * run.meta["scenario"]["workload"]["batch"], float(it["t_done"].max() - it["t_start"].min()))
+    return _rate(int(it["samples"].sum()), float(it["t_done"].max() - it["t_start"].min()))

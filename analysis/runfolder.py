@@ -39,6 +39,7 @@ SCHEMAS: dict[str, pa.Schema] = {
             ("model_version", INT),
             ("staleness", INT),
             ("fresh", BOOL),
+            ("samples", INT),
         ]
     ),
     "rounds": pa.schema(
@@ -63,7 +64,7 @@ SORT_KEYS = {
 }
 TABLES = tuple(SCHEMAS)
 #: what an engine or a real run records of each worker-iteration; the other columns of ``iterations`` follow from it
-RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh")
+RECORDED = ("worker", "iteration", "t_start", "t_post", "t_done", "round", "model_version", "fresh", "samples")
 #: which run an existing run folder may hold for a new run to replace it (a real run is never replaced): none, a
 #: simulated one (``--force``), or an unfinished run of the same scenario (a sweep resuming its cell)
 NEVER, SIMULATED, UNFINISHED = "never", "simulated", "unfinished"
@@ -253,7 +254,7 @@ def _read_table(path: Path, table: str) -> pd.DataFrame:
     for file in files:
         try:
             _check_columns(file, table, pq.read_schema(file))
-            data.append(pq.read_table(file, schema=SCHEMAS[table]))
+            data.append(_conform(pq.read_table(file), table))
         except (pa.ArrowException, OSError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise UserError(f"{file}: cannot read the {table} table ({reason})") from None
@@ -265,12 +266,20 @@ def _check_columns(file: Path, table: str, found: pa.Schema) -> None:
     (read as if whole, a missing column would be filled with nulls and every metric of it NaN)."""
     for want in SCHEMAS[table]:
         index = found.get_field_index(want.name)
+        if index < 0 and (table, want.name) == ("iterations", "samples"):
+            continue  # written before the column was recorded (_conform)
         if index < 0:
             raise UserError(f"{file}: the {table} table has no column {want.name}, so it is not a run's table")
         if found.field(index).type != want.type:
             raise UserError(
                 f"{file}: the {table} table's column {want.name} holds {found.field(index).type}, not {want.type}"
             )
+def _conform(data: pa.Table, table: str) -> pa.Table:
+    """A table read from a file in the schema of :data:`SCHEMAS`; an ``iterations`` table written before the
+    ``samples`` column was recorded gets it as −1 (:func:`load_run` then puts the batch there)."""
+    if table == "iterations" and "samples" not in data.column_names:
+        data = data.append_column("samples", pa.array(np.full(len(data), -1), type=INT))
+    return data.select(SCHEMAS[table].names).cast(SCHEMAS[table])
 
 
 @dataclass
@@ -300,4 +309,7 @@ def load_run(folder: str | Path) -> Run:
     if not isinstance(meta, dict):
         raise UserError(f"{folder}/meta.json: holds a JSON {type(meta).__name__}, not a run's object")
     tables = {t: _read_table(_table_path(folder, t), t) for t in TABLES}
+    samples = tables["iterations"]["samples"]
+    if (samples < 0).any():  # recorded before the column was: every worker-iteration processed its whole batch
+        tables["iterations"]["samples"] = samples.where(samples >= 0, meta["scenario"]["workload"]["batch"])
     return Run(folder, meta, **tables)

@@ -51,6 +51,18 @@ class Injection:
             return max(self.factor - 1.0, 0.0) * measured
         return 0.0
 
+    def due(self, n: int, computed: float, elapsed: float, share: float) -> float:
+        """Seconds to add now at iteration ``n``, ``share`` of its work done (micro-batches, which preemption may
+        stop between): the injection spread evenly over the work. ``computed``: the seconds of real computation so
+        far, ``elapsed``: of computation and injection. At ``share`` = 1 the iteration has been given what
+        :meth:`extra` gives it at once."""
+        if self.timing_only or self.kind == "trace":
+            return max(share * float(self.times.row(n)[self.rank]) - elapsed, 0.0)
+        spent = elapsed - computed
+        if self.kind == "random-delay":
+            return max(share * self.extra(n, computed) - spent, 0.0)
+        return max(self.extra(n, computed) - spent, 0.0)
+
     def spend(self, seconds: float) -> None:
         """Let ``seconds`` pass: asleep, or in real computation (``mode = "work"``)."""
         if seconds <= 0:

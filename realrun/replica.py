@@ -42,8 +42,9 @@ class Replica:
         self.lr, self.momentum, self.weight_decay = a.lr, a.momentum, a.weight_decay
         self._buf = None
 
-    def gradient(self, n: int) -> tuple[Any, float]:
-        """Gradient (on the replica's device) and training loss of this rank's batch of iteration ``n``."""
+    def gradient(self, n: int, part: slice = slice(None)) -> tuple[Any, float]:
+        """Gradient (on the replica's device) and training loss of this rank's batch of iteration ``n``, or of the
+        samples ``part`` of it (a micro-batch), as means over those samples."""
         raise NotImplementedError
 
     def host(self, x: Any) -> np.ndarray:
@@ -82,7 +83,7 @@ class TimingReplica(Replica):
         self.dimension = scenario.workload.params
         self._zeros = np.zeros(self.dimension, dtype=np.float32)
 
-    def gradient(self, n):
+    def gradient(self, n, part=slice(None)):
         return self._zeros, 0.0
 
     def step(self, g):
@@ -107,8 +108,8 @@ class ArrayReplica(Replica):
         self.w = workload.initial().astype(np.float64)
         self.dimension = len(self.w)
 
-    def gradient(self, n):
-        G, loss = self.workload.gradient(self.w[None], self.workload.batches(self.rank, np.array([n])))
+    def gradient(self, n, part=slice(None)):
+        G, loss = self.workload.gradient(self.w[None], self.workload.batches(self.rank, np.array([n]))[:, part])
         return G[0], float(loss[0])
 
     def step(self, g):
@@ -161,17 +162,20 @@ class TorchReplica(Replica):
         self._pinned.copy_(x)
         return self._pinned.numpy()
 
-    def gradient(self, n):
-        loss = self._forward(n)
+    def gradient(self, n, part=slice(None)):
+        loss = self._forward(n, part)
         loss.backward()
         return self.torch.cat([p.grad.reshape(-1) for p in self.params_list]), float(loss.detach())
 
-    def _forward(self, n: int) -> Any:
-        """The training loss of this rank's batch of iteration ``n``, its gradients cleared for a backward pass."""
+    def _forward(self, n: int, part: slice = slice(None)) -> Any:
+        """The training loss of this rank's batch of iteration ``n`` (its samples ``part``), its gradients cleared
+        for a backward pass."""
         self.model.train()
         for p in self.params_list:
             p.grad = None
-        x, t = batch_of(self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0], self.device)
+        x, t = batch_of(
+            self.task.train, self.shards.indices(np.array([self.rank]), np.array([n]))[0][part], self.device
+        )
         return self.loss_fn(self.model(x), t)
 
     def gradient_order(self) -> list[int]:

@@ -80,7 +80,9 @@ Calibration = dict[str, dict[str, Any]]
 
 
 def measured_compute(run: Run) -> np.ndarray:
-    """The iterations × workers matrix of a run's measured compute times (seconds); the run must be complete."""
+    """The iterations × workers matrix of a run's measured compute times (seconds) of a whole batch; the run must be
+    complete. A worker-iteration cut short after k of its b samples (``preempt``) counts compute·b/k: at the rate it
+    processed its samples, the time all b would have taken, which is what a simulation cuts short again."""
     it = run.iterations
     scenario = run.meta["scenario"]
     P, N = scenario["cluster"]["workers"], scenario["iterations"]
@@ -91,7 +93,8 @@ def measured_compute(run: Run) -> np.ndarray:
         )
     if len(it) != P * N:
         raise UserError(f"{run.path}: has {len(it)} of {P} x {N} worker-iterations; validate a finished run")
-    matrix = it.pivot(index="iteration", columns="worker", values="compute")
+    whole = it["compute"] * (scenario["workload"]["batch"] / it["samples"])
+    matrix = it.assign(whole=whole).pivot(index="iteration", columns="worker", values="whole")
     return matrix.reindex(index=range(N), columns=range(P)).to_numpy(dtype=float, copy=True)
 
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class Schedule:
     """Keeps the columns of the engine's tables that the replay needs; :meth:`tables` gives them as frames."""
 
-    COLUMNS = ("worker", "iteration", "round", "model_version", "t_post", "t_done")
+    COLUMNS = ("worker", "iteration", "round", "model_version", "t_post", "t_done", "samples")
 
     def __init__(self):
         self.it: list[pd.DataFrame] = []

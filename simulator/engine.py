@@ -83,9 +83,10 @@ class Call:
         "fresh",
         "final",
         "done",
+        "samples",
     )
 
-    def __init__(self, worker: int, iteration: int, t_start: float, model_version: int):
+    def __init__(self, worker: int, iteration: int, t_start: float, model_version: int, samples: int):
         self.worker = worker
         self.iteration = iteration
         self.t_start = t_start
@@ -96,6 +97,7 @@ class Call:
         self.fresh = False
         self.final = False
         self.done: simpy.Event | None = None
+        self.samples = samples  # of its batch it processed (all, unless the algorithm cut its compute short)
 
     def row(self) -> tuple:
         """What the ``iterations`` table records of this call (:data:`~stragglerlab.analysis.runfolder.RECORDED`)."""
@@ -108,6 +110,7 @@ class Call:
             self.round,
             self.model_version,
             self.fresh,
+            self.samples,
         )
 
 
@@ -120,7 +123,10 @@ class Sink(Protocol):
 
 
 class Process(Protocol):
-    """An algorithm's side of the reference engine (its record's ``process``)."""
+    """An algorithm's side of the reference engine (its record's ``process``). A process that cuts workers' compute
+    short (preemption) also has ``cut(call, compute) -> seconds``: asked as a worker starts computing ``call``, the
+    seconds it computes of its draw ``compute``; it sets ``call.samples`` where the worker processes fewer than its
+    batch."""
 
     def post(self, call: Call) -> None:
         """Worker ``call.worker`` posted ``call`` now (posts of one instant come in worker order)."""
@@ -133,6 +139,7 @@ class Engine:
         self.workers = scenario.workers
         self.iterations = scenario.iterations
         self.update = scenario.workload.update  # the optimizer step between an iteration's release and the next
+        self.batch = scenario.workload.batch
         self.env = simpy.Environment()
         self.sink = sink
         self.progress = progress
@@ -162,7 +169,7 @@ class Engine:
     def _start(self, i: int, n: int, t_start: float) -> Call:
         """Worker ``i`` starts iteration ``n`` at ``t_start``."""
         self._iteration[i] = n
-        call = Call(i, n, t_start, self.applied[i])
+        call = Call(i, n, t_start, self.applied[i], self.batch)
         self._open[i].append(call)
         return call
 
@@ -170,12 +177,15 @@ class Engine:
         env, process = self.env, self.process
         assert process is not None
         call: Call | None = self._start(i, 0, env.now)
+        cut = getattr(process, "cut", None)
         while call is not None:
             if self._returning[i]:
                 yield env.timeout(self._returning[i])  # its last call's software cost
             if call.t_start > env.now:
                 yield env.timeout(self.update)
             compute = self.compute_time(call.iteration, i)
+            if cut is not None:
+                compute = cut(call, compute)
             if compute > 0:  # a post of no compute is made at once, with the instant's other posts
                 yield env.timeout(compute)
             call.t_post = env.now

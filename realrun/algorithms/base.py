@@ -25,10 +25,19 @@ Sink = Callable[[str, tuple], None]
 
 
 def iteration_row(
-    worker: int, n: int, t_start: float, t_post: float, t_done: float, round_: int, model_version: int, fresh: bool
+    worker: int,
+    n: int,
+    t_start: float,
+    t_post: float,
+    t_done: float,
+    round_: int,
+    model_version: int,
+    fresh: bool,
+    samples: int,
 ) -> tuple:
-    """What a rank records of one iteration (:data:`~stragglerlab.analysis.runfolder.RECORDED`)."""
-    return (worker, n, t_start, t_post, t_done, round_, model_version, bool(fresh))
+    """What a rank records of one iteration (:data:`~stragglerlab.analysis.runfolder.RECORDED`); ``samples``: of
+    its batch it processed."""
+    return (worker, n, t_start, t_post, t_done, round_, model_version, bool(fresh), int(samples))
 
 
 def synchronous_round(m: int, kind: str, posts: np.ndarray, t_done: float, group: int = -1) -> tuple:
@@ -62,6 +71,7 @@ class Exchange:
         self.clock, self.sink = clock, sink
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.d = replica.dimension
+        self.batch = scenario.workload.batch  # the samples of an iteration's computation, unless cut short
 
     @classmethod
     def check(cls, scenario: Scenario, replica: Replica) -> None:

@@ -1,8 +1,9 @@
-"""``d-psgd`` and ``sgp`` with plain MPI point to point: at iteration n every rank sends its model to the ranks
+"""``d-psgd``, ``sgp`` and ``swarm-sgd`` with plain MPI point to point: at iteration n every rank sends its model to the ranks
 that receive from it in phase n mod phases and receives from its own peers (the rules'
 :class:`~stragglerlab.simulator.algorithms.gossip.GossipRules`: d-psgd's neighbours, sgp's source), all at once
 with non-blocking sends and receives on a duplicated communicator; the exchange is done when its receives have
-completed, and its sends too where the rules' ``waits_for_sends`` says so.
+completed, and its sends too where the rules' ``waits_for_sends`` says so. Where the rules' sends wait for their
+receivers (swarm-sgd), they are synchronous sends (``MPI_Issend``).
 
 Each message holds the sender's post time and push-sum weight (two float64) and its model (float32). D-PSGD then
 sets w ← mean of its own posted model and its neighbours', and steps with its gradient. SGP (the rules' ``push_sum``)
@@ -39,7 +40,7 @@ class PerRankRounds(Exchange):
         """Iteration ``n`` exchanged as ``row`` (a ``rounds`` row); returns what :meth:`iteration` returns."""
         t_done = row[4]
         self.done.append(row)
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True, self.batch))
         return t_done, n + 1
 
     def rounds(self):
@@ -100,7 +101,10 @@ class GossipExchange(PerRankRounds):
         inbox = self.inbox[: len(peers)]
         tag = n % _TAGS
         receives = [self.gossip.Irecv(m, source=j, tag=tag) for m, j in zip(inbox, peers, strict=True)]
-        sends = [self.gossip.Isend(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
+        # a send that waits for its receiver (rendezvous: swarm-sgd) is synchronous, so that it does whatever the
+        # message's size (MPI sends small messages eagerly, done before their receiver is there)
+        send = self.gossip.Issend if rules.rendezvous else self.gossip.Isend
+        sends = [send(out, dest=j, tag=tag) for j in rules.receivers(n, rank)]
         if not rules.waits_for_sends:  # its sends complete once their receivers have posted
             self.sending.append((sends, out))
             MPI.Request.Waitall(receives)

@@ -34,7 +34,9 @@ class LocalSgdExchange(Exchange):
             version = n // rules.stride
             self.sink(
                 "iterations",
-                iteration_row(self.rank, n, t_start, t_post, t_done, version if carried else -1, version, carried),
+                iteration_row(
+                    self.rank, n, t_start, t_post, t_done, version if carried else -1, version, carried, self.batch
+                ),
             )
             return None
         buf, d = self.buffer, self.d
@@ -46,7 +48,7 @@ class LocalSgdExchange(Exchange):
         t_done = self.clock.now()
         posts = buf[d:].astype(np.float64)
         self.stopped = bool(posts.max() >= rules.budget)
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, m, m, True))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, m, m, True, self.batch))
         if self.rank == 0:
             self.done.append(synchronous_round(m, rules.kind(m), posts, t_done))
         return t_done, n + 1

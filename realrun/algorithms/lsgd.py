@@ -148,7 +148,9 @@ class LsgdExchange(Exchange):
 
     def _emit(self, call: tuple, round_: int) -> None:
         n, t_start, t_post, t_done, version = call
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0))
+        self.sink(
+            "iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0, self.batch)
+        )
 
     def rounds(self):
         rows, self.done = self.done, []

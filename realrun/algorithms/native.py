@@ -33,7 +33,10 @@ from stragglerlab.simulator.scenario import Scenario
 
 
 class NativeRounds(Exchange):
-    """An exchange whose rounds run in the native core, as the collective kind named like the algorithm."""
+    """An exchange whose rounds run in the native core, as the collective kind named like the algorithm (or
+    ``collective``, where the algorithm runs its rounds as another's kind)."""
+
+    collective: str | None = None
 
     def __init__(
         self, scenario: Scenario, rules: Any, comm: Any, replica: Replica, clock: RunClock, sink: Sink, **options: Any
@@ -41,7 +44,7 @@ class NativeRounds(Exchange):
         super().__init__(scenario, rules, comm, replica, clock, sink)
         self.buffer = np.zeros(self.d + self.size, dtype=np.float32)
         self.coll = Collective(
-            self.scenario.algorithm.name,
+            self.collective or self.scenario.algorithm.name,
             count=self.d + self.size,
             comm=self.comm,
             sync_period=self.rules.sync_period,
@@ -75,7 +78,7 @@ class NativeRounds(Exchange):
 
     def emit(self, call: tuple, round_: int) -> None:
         n, t_start, t_post, t_done, fresh = call
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, n, fresh))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, n, fresh, self.batch))
 
     def rounds(self) -> list[tuple]:
         if self.final is not None:

@@ -150,14 +150,16 @@ class ServerExchange(Exchange):
         for step in self.waiting:
             self._emit(step, k)
         self.waiting.clear()
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, k, self.version, True))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, k, self.version, True, self.batch))
         self.sink("rounds", (k, PUSH, self.rank, t_post, t_done, 1, 1, -1))
         self.version = k + 1
         return t_done, n + 1
 
     def _emit(self, step: tuple, round_: int) -> None:
         n, t_start, t_post, t_done, version = step
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0))
+        self.sink(
+            "iterations", iteration_row(self.rank, n, t_start, t_post, t_done, round_, version, round_ >= 0, self.batch)
+        )
 
     def close(self):
         for step in self.waiting:

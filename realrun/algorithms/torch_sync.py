@@ -186,7 +186,7 @@ class TorchSync(Exchange):
             if self.rank == 0:
                 self.done.append(synchronous_round(n, self.rules.kind(n), posts, t_done))
         self.posts.append(t_post)
-        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True))
+        self.sink("iterations", iteration_row(self.rank, n, t_start, t_post, t_done, n, n, True, self.batch))
         return t_done, n + 1
 
     def _budget_reached(self, t_post: float) -> bool:

@@ -17,8 +17,10 @@ from stragglerlab.simulator.algorithms import (
     easgd,
     local_sgd,
     lsgd,
+    preempt,
     quorum,
     sgp,
+    swarm,
     sync,
     wagma,
 )
@@ -41,6 +43,9 @@ RECORDS: tuple[Algorithm, ...] = (
     dpsgd.RECORD,
     sgp.RECORD,
     adpsgd.RECORD,
+    # answers to stragglers beyond the papers': SwarmSGD as released, DD-PPO's preemption
+    swarm.RECORD,
+    preempt.RECORD,
 )
 REGISTRY: dict[str, Algorithm] = {record.name: record for record in RECORDS}
 

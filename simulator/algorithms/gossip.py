@@ -6,6 +6,9 @@ neighbours, sgp's source) and, where its own sends are waited for too (d-psgd), 
 
     t_done(n, i) = max(t_post(n, i) + own(i), max_{j ∈ peers(n, i)} t_post(n, j) + p2p(i, j))
 
+and, where a send is done only once its receiver has posted too (``rendezvous``: swarm-sgd, whose receivers are not
+its sources), also ``t_post(n, j) + p2p(j ← i)`` for every j that receives from i.
+
 with ``p2p(i, j)`` the time of the message j → i when every worker sends its models of that phase at once, sharing
 links (a rank sending to k neighbours shares its node's link among them, and each message leaves o after the one
 before: :meth:`~stragglerlab.simulator.costs.CostModel.gossip`; a measured table's gossip exchange where it has one),
@@ -77,13 +80,15 @@ class PeerCosts:
 
 class GossipRules(PeerCosts):
     """Peers of every worker in each phase (iteration n is in phase n mod phases) and whether a worker waits for
-    its own sends; subclasses say which. Kept as flat arrays, which the fast engine reads: worker i's peers in phase
-    s are ``index[indptr[s, i]:indptr[s, i + 1]]``, their messages' times ``cost[...]``, ``own[s, i]`` the time of
-    its own sends; who receives from i is ``r_index[r_indptr[s, i]:r_indptr[s, i + 1]]``."""
+    its own sends, and whether a send waits for its receiver's post; subclasses say which. Kept as flat arrays,
+    which the fast engine reads: worker i's peers in phase s are ``index[indptr[s, i]:indptr[s, i + 1]]``, their
+    messages' times ``cost[...]``, ``own[s, i]`` the time of its own sends; who receives from i is
+    ``r_index[r_indptr[s, i]:r_indptr[s, i + 1]]``, the times of those messages ``r_cost[...]``."""
 
     kind = KIND
     waits_for_sends = True
     push_sum = False  # models mixed as push-sum numerators with weights (sgp), or averaged (d-psgd)
+    rendezvous = False  # a send is done once its receiver has posted (and the message arrived)
 
     def __init__(self, scenario: Scenario, costs: CostModel):
         super().__init__(scenario, costs)
@@ -92,7 +97,7 @@ class GossipRules(PeerCosts):
         self.phases = len(phases)
         self.indptr, self.r_indptr = np.zeros((2, self.phases, P + 1), dtype=np.int64)
         self.own = np.zeros((self.phases, P))
-        index, cost, r_index = [], [], []
+        index, cost, r_index, r_cost = [], [], [], []
         offset = 0
         for s, (counts, peers) in enumerate(phases):
             self.indptr[s] = offset + np.concatenate([[0], np.cumsum(counts)])
@@ -105,8 +110,9 @@ class GossipRules(PeerCosts):
             index.append(peers)
             cost.append(times)
             r_index.append(owner[order])
+            r_cost.append(times[order])
             offset += len(peers)
-        self.index, self.cost, self.r_index = (np.concatenate(a) for a in (index, cost, r_index))
+        self.index, self.cost, self.r_index, self.r_cost = (np.concatenate(a) for a in (index, cost, r_index, r_cost))
 
     def phase_peers(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per phase: (counts, peers): worker i receives a model from the next ``counts[i]`` entries of ``peers``
@@ -136,7 +142,15 @@ class GossipRules(PeerCosts):
             if group < 0 or posts[j] > posts[group]:
                 group = int(j)
             t_trigger = max(t_trigger, posts[j])
+        if self.rendezvous:
+            for e in range(self.r_indptr[s, i], self.r_indptr[s, i + 1]):
+                t_done = max(t_done, posts[self.r_index[e]] + f * self.r_cost[e])
         return float(t_trigger), float(t_done), group
+
+    def waits_on(self, n: int, i: int) -> list[int]:
+        """The workers whose posts of iteration ``n`` worker ``i``'s exchange waits for: its peers, and its receivers
+        where sends wait for them."""
+        return self.peers(n, i) + (self.receivers(n, i) if self.rendezvous else [])
 
 
 def iteration_rows(rounds: pd.DataFrame, P: int) -> np.ndarray:
@@ -163,8 +177,8 @@ class GossipProcess:
         posts[i] = self.engine.now
         waiting = self.waiting.setdefault(n, {})
         waiting[i] = call
-        for k in (i, *rules.receivers(n, i)):
-            if k in waiting and all(posts[j] < np.inf for j in rules.peers(n, k)):
+        for k in (i, *rules.receivers(n, i), *(rules.peers(n, i) if rules.rendezvous else ())):
+            if k in waiting and all(posts[j] < np.inf for j in rules.waits_on(n, k)):
                 self.settle(waiting.pop(k), posts)
 
     def settle(self, call: Call, posts: np.ndarray) -> None:

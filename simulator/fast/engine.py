@@ -59,6 +59,7 @@ class Rows(NamedTuple):
     round: np.ndarray
     version: np.ndarray
     fresh: np.ndarray
+    samples: np.ndarray  # int64: of its batch each worker-iteration processed (the batch unless a step cuts it)
     at: np.ndarray  # int64: BASE, FINAL
     stop: np.ndarray  # int64, one per worker: its rows in the run, set by the step when it is done
 
@@ -108,8 +109,11 @@ def returned(post, release, cost):
 class _Window:
     """The window's buffers for iterations [base, base + size), slid forward as rows become final."""
 
-    def __init__(self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None):
+    def __init__(
+        self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None, batch: int
+    ):
         self.compute, self.call_costs, self.iterations, self.workers = compute, calls, iterations, compute.workers
+        self.batch = batch
         self.exchange_factors = factors
         self.base, self.size = 0, size
         self.at = np.zeros(2, dtype=np.int64)
@@ -119,11 +123,14 @@ class _Window:
 
     def _allocate(self, size: int) -> None:
         shape = (size, self.workers)
-        self.times, self.calls = np.zeros(shape), np.zeros(shape)
+        # written, not only allocated: a window without call costs never writes its calls, and reading pages of
+        # np.zeros that nothing wrote took preempt's sweep three times as long (65,536 workers)
+        self.times, self.calls = np.zeros(shape), np.full(shape, 0.0)
         self.factors = np.ones(shape if self.exchange_factors is not None else (1, self.workers))
         self.start, self.post, self.done = np.zeros(shape), np.zeros(shape), np.zeros(shape)
         self.round, self.version = np.full(shape, -1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
         self.fresh = np.zeros(shape, dtype=np.bool_)
+        self.samples = np.full(shape, self.batch, dtype=np.int64)
         # the iteration and worker columns of a block of rows, less the base
         self.iteration = np.repeat(np.arange(size, dtype=np.int64), self.workers)
         self.worker = np.tile(np.arange(self.workers, dtype=np.int64), size)
@@ -132,7 +139,7 @@ class _Window:
         self.at[BASE] = self.base
         return Rows(
             self.times, self.calls, self.factors, self.start, self.post, self.done, self.round, self.version,
-            self.fresh, self.at, self.stop,
+            self.fresh, self.samples, self.at, self.stop,
         )  # fmt: skip
 
     def _fill(self, first: int, last: int) -> None:
@@ -159,6 +166,7 @@ class _Window:
             "round": self.round.reshape(-1)[:cells],
             "model_version": self.version.reshape(-1)[:cells],
             "fresh": self.fresh.reshape(-1)[:cells],
+            "samples": self.samples.reshape(-1)[:cells],
         }
         if limit is not None:
             kept = columns["iteration"] < limit[columns["worker"]]
@@ -180,11 +188,15 @@ class _Window:
         if shift:
             self.round[keep:] = -1
             self.fresh[keep:] = False
+            self.samples[keep:] = self.batch
         self.base = final
         self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
 
     def _buffers(self) -> tuple[np.ndarray, ...]:
-        rows = self.times, self.calls, self.start, self.post, self.done, self.round, self.version, self.fresh
+        rows = (
+            self.times, self.calls, self.start, self.post, self.done, self.round, self.version, self.fresh,
+            self.samples,
+        )  # fmt: skip
         return (*rows, self.factors) if self.exchange_factors is not None else rows
 
 
@@ -203,6 +215,7 @@ class FastEngine:
         self.P, self.N = scenario.workers, scenario.iterations
         self.rows, self.rounds, self.progress = rows, rounds, progress
         self.compute, self.calls = ComputeTimes(scenario), CallCosts(scenario)
+        self.batch = scenario.workload.batch
         self.requested = window
 
     def window_size(self, least: int = 1) -> int:
@@ -212,7 +225,7 @@ class FastEngine:
 
     def run(self, kernel: Kernel) -> None:
         """Run ``kernel``'s step until it is done."""
-        window = _Window(self.compute, self.calls, self.N, self.window_size(kernel.window), kernel.factors)
+        window = _Window(self.compute, self.calls, self.N, self.window_size(kernel.window), kernel.factors, self.batch)
         out = RoundRows.empty(max(OUT_ROWS, self.P))
         # one kind: a column of it, handed over in slices (never written); several: taken by index
         kinds = np.array(kernel.kinds, dtype=object)

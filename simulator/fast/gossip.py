@@ -1,4 +1,4 @@
-"""The fast path of synchronous gossip (d-psgd, sgp): the rules of
+"""The fast path of synchronous gossip (d-psgd, sgp, swarm-sgd): the rules of
 :class:`~stragglerlab.simulator.algorithms.gossip.GossipRules` as a compiled step.
 
 Every exchange of iteration n depends only on the posts of iteration n, so an iteration is two O(P·peers) passes:
@@ -27,6 +27,9 @@ class State(NamedTuple):
     peers: np.ndarray
     cost: np.ndarray
     own: np.ndarray
+    r_indptr: np.ndarray  # who receives from each worker, where sends wait for their receivers (else empty)
+    r_index: np.ndarray
+    r_cost: np.ndarray
     t_start: np.ndarray
     next: np.ndarray  # int64[1]: the next iteration to sweep
     update: float
@@ -36,8 +39,11 @@ class State(NamedTuple):
 
 def kernel(rules: GossipRules) -> Kernel:
     """The fast path of ``rules``."""
+    receivers = (rules.r_indptr, rules.r_index, rules.r_cost)
+    if not rules.rendezvous:
+        receivers = (np.zeros_like(rules.r_indptr), rules.r_index[:0], rules.r_cost[:0])
     state = State(
-        rules.indptr, rules.index, rules.cost, rules.own, np.zeros(rules.P), np.zeros(1, dtype=np.int64),
+        rules.indptr, rules.index, rules.cost, rules.own, *receivers, np.zeros(rules.P), np.zeros(1, dtype=np.int64),
         float(rules.update), float(rules.budget), int(rules.N),
     )  # fmt: skip
     return Kernel(step, state, (rules.kind,), rules.factors)
@@ -49,6 +55,7 @@ def step(s, rows, out):
     exchange completes at or after the time budget), or the window or the round output does."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     indptr, index, cost, own, t_start = s.indptr, s.peers, s.cost, s.own, s.t_start
+    r_indptr, r_index, r_cost = s.r_indptr, s.r_index, s.r_cost
     compute, calls, factors, start, post, done_, round_, version, fresh = (
         rows.compute,
         rows.calls,
@@ -96,6 +103,8 @@ def step(s, rows, out):
                 if group < 0 or posts[j] > posts[group]:
                     group = j
                 trigger = max(trigger, posts[j])
+            for e in range(r_indptr[p, i], r_indptr[p, i + 1]):
+                done = max(done, posts[r_index[e]] + f * r_cost[e])
             first = min(first, done)
             released = returned(t, done, calls[k, i])
             done_[k, i] = released

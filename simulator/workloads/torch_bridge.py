@@ -82,6 +82,12 @@ class ReplicaBatches(NamedTuple):
     indices: np.ndarray
     workers: np.ndarray
 
+    def __getitem__(self, key):
+        """``batches[rows, samples]``: those rows' batches cut to those samples (as an index array's), so a replay
+        takes the first k samples of some worker-iterations alike from either workload."""
+        rows, samples = key
+        return ReplicaBatches(self.indices[rows, samples], self.workers[rows])
+
 
 class TorchWorkload:
     """A torch model and datasets behind the replay's workload interface, with each replica's buffers."""

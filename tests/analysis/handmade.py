@@ -26,7 +26,8 @@ def write_run(
     keys: Mapping[str, Any] | None = None,
     finished: bool = True,
 ) -> Path:
-    """A run folder with exactly these rows (in the column order of ``SCHEMAS``). ``style``: the algorithm's plot
+    """A run folder with exactly these rows (in the column order of ``SCHEMAS``; an ``iterations`` row without its
+    last column, ``samples``, processed its whole ``batch``). ``style``: the algorithm's plot
     style as the simulator records it (``{"colour", "marker", "order"}``; none: a run from before styles);
     ``tally``: the summary's running sums, as a run that keeps no table records them; ``applied``: when the
     algorithm applies a gradient, as ``meta.json`` records it (none: a run from before it was recorded); ``keys``:
@@ -54,6 +55,8 @@ def write_run(
     if applied is not None:
         meta["applied"] = applied
     writer = RunWriter(folder, meta)
+    width = len(SCHEMAS["iterations"].names)
+    iterations = [(*row, batch) if len(row) == width - 1 else row for row in iterations]
     for table, rows in (("iterations", iterations), ("rounds", rounds), ("evals", evals)):
         if rows:
             writer.add_block(table, dict(zip(SCHEMAS[table].names, zip(*rows, strict=True), strict=True)))

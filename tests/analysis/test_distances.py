@@ -35,7 +35,7 @@ def test_tv_distance():
 
 
 def test_active_samples_per_s_leaves_out_the_start_up():
-    it = pd.DataFrame({"t_start": [1.0, 1.5, 2.0, 2.5], "t_done": [1.5, 2.0, 2.5, 3.0]})
+    it = pd.DataFrame({"t_start": [1.0, 1.5, 2.0, 2.5], "t_done": [1.5, 2.0, 2.5, 3.0], "samples": [10] * 4})
     run = Run(Path("r"), {"scenario": {"workload": {"batch": 10}}}, it, pd.DataFrame(), pd.DataFrame())
     assert active_samples_per_s(run) == pytest.approx(4 * 10 / 2.0)  # 4 iterations in 1.0 .. 3.0 s
     empty = Run(Path("r"), run.meta, it.iloc[:0], pd.DataFrame(), pd.DataFrame())

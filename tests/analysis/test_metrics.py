@@ -27,9 +27,9 @@ from tests.helpers import scenario
 
 #: worker, iteration, t_start, t_post, t_done, compute, wait, round, model_version, staleness, fresh
 ROWS = [
-    (0, 0, 0.0, 1.0, 2.0, 1.0, 1.0, 0, 0, 0, True),
-    (0, 1, 2.0, 3.0, 4.0, 1.0, 1.0, 1, 1, 0, True),
-    (1, 0, 0.0, 2.0, 2.0, 2.0, 0.0, 0, 0, 0, True),
+    (0, 0, 0.0, 1.0, 2.0, 1.0, 1.0, 0, 0, 0, True, 10),
+    (0, 1, 2.0, 3.0, 4.0, 1.0, 1.0, 1, 1, 0, True, 10),
+    (1, 0, 0.0, 2.0, 2.0, 2.0, 0.0, 0, 0, 0, True, 10),
     (1, 1, 2.0, 4.0, 4.0, 2.0, 0.0, 3, 1, 2, False),  # late: carried two rounds on
     (2, 0, 0.0, 4.0, 4.0, 4.0, 0.0, -1, 0, -1, False),  # carried by no round
 ]
@@ -59,11 +59,11 @@ def test_throughput_iteration_time_and_fresh_fraction(run):
 
 #: worker 1 runs on after the last round: its last two iterations are carried by none
 LATE = [
-    (0, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True),
-    (0, 1, 1.0, 2.0, 2.0, 1.0, 0.0, 1, 1, 0, True),
-    (1, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True),
-    (1, 1, 1.0, 4.0, 4.0, 3.0, 0.0, -1, 1, -1, False),
-    (1, 2, 4.0, 6.0, 6.0, 2.0, 0.0, -1, 1, -1, False),
+    (0, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True, 10),
+    (0, 1, 1.0, 2.0, 2.0, 1.0, 0.0, 1, 1, 0, True, 10),
+    (1, 0, 0.0, 1.0, 1.0, 1.0, 0.0, 0, 0, 0, True, 10),
+    (1, 1, 1.0, 4.0, 4.0, 3.0, 0.0, -1, 1, -1, False, 10),
+    (1, 2, 4.0, 6.0, 6.0, 2.0, 0.0, -1, 1, -1, False, 10),
 ]
 
 
@@ -92,7 +92,7 @@ def test_a_tally_from_before_the_span_falls_back_to_the_makespan(tmp_path):
     assert sums["span"] == 2.0 and sums["carried"] == 3
     kept = summarize(load_run(write_run(tmp_path / "kept", LATE, workers=2)))
     assert summarize(load_run(write_run(tmp_path / "tally", [], workers=2, tally=sums))) == kept
-    old = {k: v for k, v in sums.items() if k != "span"}
+    old = {k: v for k, v in sums.items() if k not in ("span", "samples", "carried_samples")}
     before = summarize(load_run(write_run(tmp_path / "old", [], workers=2, tally=old)))
     assert before.span == 6.0 and before.samples_per_s == pytest.approx(3 * 10 / 6.0)
     assert before.raw_samples_per_s == kept.raw_samples_per_s
@@ -128,7 +128,7 @@ def test_solo_with_a_persistent_straggler_is_credited_only_what_its_rounds_carri
 
 
 #: the algorithms whose gradients enter the models only with the round or server update that carries them
-BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps"}
+BY_ROUND = {"sync", "eager-solo", "eager-majority", "quorum", "async-ps", "preempt"}
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -228,3 +228,11 @@ def test_imports_stay_light_and_one_way():
         timeout=60,
     )
     assert leaks.stdout.strip() == "[]"
+
+
+def test_throughput_counts_the_samples_each_worker_iteration_processed(tmp_path):
+    """A worker-iteration cut short (preemption) counts the samples it processed, not the batch: worker 1's second
+    iteration processed 4 of its 10."""
+    rows = [(*row[:-1], 4) if row[:2] == (1, 1) else row for row in LATE]
+    m = run_metrics(load_run(write_run(tmp_path / "run", rows, workers=2, batch=10, applied="release")))
+    assert m["raw_samples_per_s"] == pytest.approx((5 * 10 - 6) / 6.0)

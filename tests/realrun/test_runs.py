@@ -38,6 +38,7 @@ sync_period = 4
 group_size = 2
 period = 3
 global_period = 6
+fraction = 1.0  # preempt waits for every rank: every injected delay is served whole
 """
 
 

@@ -58,6 +58,8 @@ CASES: dict[str, dict[str, str]] = {
     "ad-psgd": {},
     "async-ps": {},
     "easgd": {},
+    "swarm-sgd": {},
+    "preempt": {},
 }
 
 

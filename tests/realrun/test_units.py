@@ -135,7 +135,7 @@ def test_parts_of_every_rank_read_back_while_running_and_merge_when_finished(tmp
     for rank in (1, 0):
         parts = RankParts(folder, rank)
         for n in range(3):
-            parts.add("iterations", (rank, n, 0.0, 0.1, 0.2, n, n, True))
+            parts.add("iterations", (rank, n, 0.0, 0.1, 0.2, n, n, True, 32))
         parts.flush()
     running = load_run(folder)
     assert not running.finished and len(running.iterations) == 6

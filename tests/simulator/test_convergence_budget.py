@@ -5,6 +5,7 @@ evaluation is at the last row's ``t_done``; both engines give the same evals."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -94,6 +95,19 @@ def test_wagmas_replicas_are_one_model_after_the_budgets_last_round():
     np.testing.assert_array_equal(W, np.broadcast_to(W[0], W.shape))  # every worker was averaged: one model
 
 
+class Counted(NamedTuple):
+    """The batches of a :class:`Counting` workload: the inner workload's, and whose they are."""
+
+    inner: Any
+    workers: np.ndarray
+    iterations: np.ndarray
+
+    def __getitem__(self, key):  # type: ignore[override]
+        """``batches[rows, samples]``, as a workload's batches are cut (preempt's replay takes the first samples)."""
+        rows, samples = key
+        return Counted(self.inner[rows, samples], self.workers[rows], self.iterations[rows])
+
+
 class Counting:
     """A workload that records which (worker, iteration) each gradient is taken for."""
 
@@ -101,7 +115,7 @@ class Counting:
         self.inner, self.taken = inner, Counter()
 
     def batches(self, workers, iterations):
-        return self.inner.batches(workers, iterations), np.asarray(workers), np.asarray(iterations)
+        return Counted(self.inner.batches(workers, iterations), np.asarray(workers), np.asarray(iterations))
 
     def gradient(self, W, batches):
         inner, workers, iterations = batches

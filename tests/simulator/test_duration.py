@@ -208,7 +208,7 @@ def random_run(name, duration):
     return it, r
 
 
-ROUND_ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd", "quorum"]
+ROUND_ALGORITHMS = ["sync", "eager-solo", "eager-majority", "wagma", "lsgd", "local-sgd", "quorum", "preempt"]
 
 
 @pytest.mark.parametrize("name", ROUND_ALGORITHMS)
@@ -222,7 +222,7 @@ def test_every_worker_stops_at_the_budgets_last_round(name, duration):
         stop_rule_holds(it, r, duration, "t_trigger", np.array([rules.ends_budget(m) for m in r["round"]]))
 
 
-@pytest.mark.parametrize("name", ["d-psgd", "sgp"])
+@pytest.mark.parametrize("name", ["d-psgd", "sgp", "swarm-sgd"])
 @pytest.mark.parametrize("duration", [0.3, 2.0])
 def test_synchronous_gossip_stops_every_worker_at_the_first_iteration_completing_after_the_budget(name, duration):
     it, r = random_run(name, duration)
@@ -243,7 +243,9 @@ def test_a_worker_on_its_own_stops_at_its_first_exchange_completing_at_or_after_
 
 
 def test_every_algorithm_has_a_stop_rule_tested():
-    assert set(ROUND_ALGORITHMS) | {"d-psgd", "sgp", "async-ps", "easgd", "ad-psgd"} == set(algorithms.names())
+    assert set(ROUND_ALGORITHMS) | {"d-psgd", "sgp", "swarm-sgd", "async-ps", "easgd", "ad-psgd"} == set(
+        algorithms.names()
+    )
 
 
 def test_lsgd_4x4_with_a_slow_worker_computes_nothing_after_the_budgets_last_exchange():

@@ -77,6 +77,7 @@ def scenarios(draw):
         "algorithm.topology": draw(st.sampled_from(["ring", "torus", "exponential"])),
         "algorithm.servers": draw(st.integers(1, 4)),
         "algorithm.server_gamma": draw(st.sampled_from([0.0, 1e-9, 1e-6])),
+        "algorithm.fraction": draw(st.floats(0.05, 1.0)),
         # a time budget: none, or anywhere from before the first round to past the last
         "duration": draw(st.one_of(st.just(0.0), st.floats(0.001, 20.0))),
     }

@@ -12,6 +12,7 @@ import pytest
 from stragglerlab.simulator import algorithms
 from stragglerlab.simulator.costs import cost_model
 from stragglerlab.simulator.imbalance import ExchangeSpread, Spread, lognormal_factor
+from stragglerlab.simulator.plan import plan
 from tests.helpers import run_tables, scenario
 from tests.simulator.test_fast_engine import assert_same_tables
 
@@ -115,6 +116,13 @@ def test_every_exchange_takes_its_time_times_its_factor(tmp_path, name):
         elif name in ("d-psgd", "sgp", "ad-psgd"):  # each worker's own exchange: its factor of the iteration
             factor = [spread.at(STALLED, n, i) for n, i in zip(m, rounds["initiator"], strict=True)]
             expected = T * np.array(factor)
+        elif name == "swarm-sgd":  # an exchange from the latest post it waits for (sources and receivers); a local step
+            rules = plan(s).rules
+            posts = it.pivot(index="iteration", columns="worker", values="t_post").to_numpy()
+            pairs = list(zip(m, rounds["initiator"], strict=True))
+            latest = [max(posts[n, j] for j in [i, *rules.waits_on(n, i)]) for n, i in pairs]
+            took = rounds["t_done"].to_numpy() - np.array(latest)
+            expected = np.array([T * spread.at(STALLED, n, i) if n % 2 == 0 else 0.0 for n, i in pairs])
         elif name == "lsgd":  # exchange m starts at the last join: the latest post among the calls it releases
             joined = it[it["t_done"] > it["t_post"]].groupby("round")["t_post"].max()
             took = (rounds["t_done"] - joined.reindex(m).to_numpy()).to_numpy()
