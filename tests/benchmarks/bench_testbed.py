@@ -87,18 +87,23 @@ sync_period = 8
 
 
 def stragglerlab(*argv: str, timeout: float = 3600, capture: bool = False, finished: Path | None = None) -> str:
-    """Run a command (exit on failure, unless it wrote the finished run folder ``finished``, which is then used and
-    the exit status reported); its standard output when ``capture``."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "stragglerlab.cli", *argv], timeout=timeout, text=True, capture_output=capture
-    )
-    if proc.returncode:
-        done = finished is not None and json.loads((finished / "meta.json").read_text()).get("finished")
+    """Run a command (exit on failure); its standard output when ``capture``. A run (``finished``: its folder) that
+    exits non-zero is kept if its folder says it finished, else run once more; either is reported."""
+    for attempt in (1, 2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "stragglerlab.cli", *argv], timeout=timeout, text=True, capture_output=capture
+        )
+        if not proc.returncode:
+            return proc.stdout if capture else ""
         said = f"stragglerlab {' '.join(argv)}: exit {proc.returncode}"
-        if not done:
+        meta = finished / "meta.json" if finished is not None else None
+        if meta is not None and meta.exists() and json.loads(meta.read_text()).get("finished"):
+            print(f"{said}, after its run finished: kept", flush=True)
+            return ""
+        if meta is None or attempt == 2:
             raise SystemExit(f"{said}\n{proc.stderr if capture else ''}")
-        print(f"{said}, after its run finished: kept", flush=True)
-    return proc.stdout if capture else ""
+        print(f"{said} before its run finished: run again", flush=True)
+    return ""
 
 
 def fitted_bandwidth(fragment: Path) -> float:
