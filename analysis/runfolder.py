@@ -274,6 +274,8 @@ def _check_columns(file: Path, table: str, found: pa.Schema) -> None:
             raise UserError(
                 f"{file}: the {table} table's column {want.name} holds {found.field(index).type}, not {want.type}"
             )
+
+
 def _conform(data: pa.Table, table: str) -> pa.Table:
     """A table read from a file in the schema of :data:`SCHEMAS`; an ``iterations`` table written before the
     ``samples`` column was recorded gets it as −1 (:func:`load_run` then puts the batch there)."""

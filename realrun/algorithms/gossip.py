@@ -1,5 +1,5 @@
-"""``d-psgd``, ``sgp`` and ``swarm-sgd`` with plain MPI point to point: at iteration n every rank sends its model to the ranks
-that receive from it in phase n mod phases and receives from its own peers (the rules'
+"""``d-psgd``, ``sgp`` and ``swarm-sgd`` with plain MPI point to point: at iteration n every rank sends its model to
+the ranks that receive from it in phase n mod phases and receives from its own peers (the rules'
 :class:`~stragglerlab.simulator.algorithms.gossip.GossipRules`: d-psgd's neighbours, sgp's source), all at once
 with non-blocking sends and receives on a duplicated communicator; the exchange is done when its receives have
 completed, and its sends too where the rules' ``waits_for_sends`` says so. Where the rules' sends wait for their
