@@ -6,7 +6,7 @@ the tests) are what CI itself runs (``.ci/run``).
 The commands that start MPI ranks (``run``, ``calibrate``) and the one that reads their output (``validate``) are
 marked ``mpi``; on a 2-core machine at a load of about 10 the README's two calibrations took 75 s and 10 minutes, its
 real run 20 s and the validation 44 s. The emulated cluster's steps (``testbed``, ``--testbed``) need root, and are
-skipped without it."""
+skipped without it; they are marked ``mpi`` with the runs they serve."""
 
 from __future__ import annotations
 
@@ -72,7 +72,10 @@ def _id(step: tuple[str, str, str]) -> str:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "step",
-    [pytest.param(s, marks=[pytest.mark.mpi] if STARTS_RANKS.search(s[1]) else []) for s in STEPS],
+    [
+        pytest.param(s, marks=[pytest.mark.mpi] if STARTS_RANKS.search(s[1]) or TESTBED.search(s[1]) else [])
+        for s in STEPS
+    ],
     ids=[_id(s) for s in STEPS],
 )
 def test_each_readme_step_runs_as_written(folder, step):
