@@ -86,24 +86,32 @@ sync_period = 8
 """
 
 
-def stragglerlab(*argv: str, timeout: float = 3600, capture: bool = False, finished: Path | None = None) -> str:
-    """Run a command (exit on failure); its standard output when ``capture``. A run (``finished``: its folder) that
-    exits non-zero is kept if its folder says it finished, else run once more; either is reported."""
-    for attempt in (1, 2):
-        proc = subprocess.run(
-            [sys.executable, "-m", "stragglerlab.cli", *argv], timeout=timeout, text=True, capture_output=capture
-        )
-        if not proc.returncode:
-            return proc.stdout if capture else ""
-        said = f"stragglerlab {' '.join(argv)}: exit {proc.returncode}"
-        meta = finished / "meta.json" if finished is not None else None
-        if meta is not None and meta.exists() and json.loads(meta.read_text()).get("finished"):
-            print(f"{said}, after its run finished: kept", flush=True)
-            return ""
-        if meta is None or attempt == 2:
-            raise SystemExit(f"{said}\n{proc.stderr if capture else ''}")
-        print(f"{said} before its run finished: run again", flush=True)
-    return ""
+def stragglerlab(*argv: str, timeout: float = 3600, capture: bool = False) -> str:
+    """Run a command (exit on failure); its standard output when ``capture``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "stragglerlab.cli", *argv], timeout=timeout, text=True, capture_output=capture
+    )
+    if proc.returncode:
+        raise SystemExit(f"stragglerlab {' '.join(argv)}: exit {proc.returncode}\n{proc.stderr if capture else ''}")
+    return proc.stdout if capture else ""
+
+
+def real_run(spec: Path, tb: Path, folder: Path) -> Path:
+    """The run folder of a real run of ``spec``: ``folder``, or, where a run exited non-zero before its folder said
+    it finished, a second try's (``folder``-2); a run that exited non-zero after it finished is kept. Each is
+    reported."""
+    for attempt in (folder, folder.with_name(f"{folder.name}-2")):
+        code = subprocess.run(
+            [sys.executable, "-m", "stragglerlab.cli", "run", str(spec), "--testbed", str(tb), "-o", str(attempt)]
+        ).returncode
+        meta = attempt / "meta.json"
+        finished = meta.exists() and json.loads(meta.read_text()).get("finished")
+        if not code or finished:
+            if code:
+                print(f"{attempt}: exit {code} after the run finished: kept", flush=True)
+            return attempt
+        print(f"{attempt}: exit {code} before the run finished", flush=True)
+    raise SystemExit(f"{spec}: two runs failed")
 
 
 def fitted_bandwidth(fragment: Path) -> float:
@@ -144,8 +152,7 @@ def one_setup(setup: str, repeat: int, args: argparse.Namespace) -> list[dict]:
         for name, algorithm, extra in CASES:
             spec = out / f"{name}.toml"
             spec.write_text(scenario_text(name, algorithm, extra, P, per_node, args.iterations))
-            folder = out / "runs" / name
-            stragglerlab("run", str(spec), "--testbed", str(tb), "-o", str(folder), "--force", finished=folder)
+            folder = real_run(spec, tb, out / "runs" / name)
             table, _ = validate([load_run(folder)], out / "validation" / name, calibration)
             row = table.iloc[0]
             rows.append(
