@@ -15,8 +15,8 @@ import numpy as np
 from numba import njit
 
 from stragglerlab.simulator.algorithms.eager import SPLITMIX
-from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
 from stragglerlab.simulator.fast.calendar import Queue, add, queue, take
+from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
 from stragglerlab.simulator.fast.order import by_worker, next_compute
 
 if TYPE_CHECKING:

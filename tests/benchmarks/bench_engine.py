@@ -89,7 +89,7 @@ def command_seconds(example: str, workers: int, iterations: int, algorithm: str,
     sets = [arg for key in overrides(workers, iterations, algorithm) for arg in ("--set", key)]
     seconds = float("nan")
     with tempfile.TemporaryDirectory() as folder:
-        for run in range(repeat):
+        for _ in range(repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             subprocess.run(
                 [os.path.join(os.path.dirname(sys.executable), "stragglerlab"), "simulate", "--example", example, *sets]
