@@ -14,6 +14,10 @@ instant. So a post at exactly the time a data exchange starts is in it, and the 
 is the lowest-ranked worker's. Decisions compare recorded times, never the order simpy happens to pop events in.
 Only simpy's public interface is used: events are triggered with ``succeed`` and ``timeout``, and a completion waits
 for the rest of its instant by stepping behind whatever else is due then (``peek``).
+
+This engine is for reading and for exactness: each rule is written once, as the events it makes, and the fast engine
+(:mod:`.fast.engine`) is tested against its tables. Its speed is not a goal (a simpy process per worker and two events
+per worker-iteration); large runs take the fast engine.
 """
 
 from __future__ import annotations

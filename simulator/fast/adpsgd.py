@@ -1,8 +1,10 @@
 """The fast path of AD-PSGD: the rules of :class:`~stragglerlab.simulator.algorithms.adpsgd.AdPsgdRules` as a
 compiled step, taking the posts in batches that commute.
 
-Workers drift apart (nothing synchronises them), so rows are final up to the least advanced worker's iteration, and
-the window grows when that one lags a whole window behind.
+The posts wait in a calendar queue (:mod:`.calendar`) in the reference engine's order, so a post costs O(1), never a
+sweep over the workers, whatever the batch's length. Workers drift apart (nothing
+synchronises them), so rows are final up to the least advanced worker's iteration, and the window grows when that one
+lags a whole window behind.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import numpy as np
 from numba import njit
 
 from stragglerlab.simulator.algorithms.eager import SPLITMIX
+from stragglerlab.simulator.fast.calendar import Queue, add, queue, take
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
-from stragglerlab.simulator.fast.order import earlier
+from stragglerlab.simulator.fast.order import by_worker, next_compute
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.adpsgd import AdPsgdRules
@@ -23,25 +26,20 @@ _GOLDEN, _MIX1, _MIX2 = (np.uint64(c) for c in SPLITMIX)  # numba's uint64 wraps
 
 
 class State(NamedTuple):
-    pending: np.ndarray  # per worker: its next post not yet taken (inf: none)
+    pending: np.ndarray  # per worker: its next post not yet taken
     wave: np.ndarray  # its wave at its instant
-    bound: np.ndarray  # the earliest its post after the pending one can be, less its compute (inf: it has none)
+    bound: np.ndarray  # the earliest its post after the pending one can be (inf: it has none)
     parked: np.ndarray  # its next post is still to compute (at first: every worker's)
     next: np.ndarray  # its next iteration
     t_start: np.ndarray  # when the one after starts
     free: np.ndarray  # when its communication thread is next free
     peer: np.ndarray  # the peer of its pending post
     node: np.ndarray  # its node
-    batch: np.ndarray  # scratch: the batch in worker order, and one peer's requests in order
-    order: np.ndarray
-    head: np.ndarray  # each peer's list of requests in the batch (its first, each one's next), stamped by batch
-    after: np.ndarray
-    listed: np.ndarray
-    served: np.ndarray  # the batch whose requests to each peer were last taken
-    stamp: np.ndarray  # int64[1]: the batches so far
-    cost: np.ndarray  # scratch: each worker's exchange time, start and end
-    begin: np.ndarray
+    begin: np.ndarray  # its exchange's start and end
     end: np.ndarray
+    queue: Queue  # the pending posts, in order
+    batch: np.ndarray  # scratch: the batch, and its workers' marks (all False between batches)
+    mark: np.ndarray
     hashes: np.ndarray  # the peer draws (AdPsgdRules.draws)
     flat: np.ndarray
     offset: np.ndarray
@@ -60,11 +58,9 @@ def kernel(rules: AdPsgdRules) -> Kernel:
     spread = not rules.variation.exact
     state = State(
         np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
-        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64),
-        np.arange(P, dtype=np.int64) // rules.per_node,
-        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
-        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
-        np.zeros(1, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P),
+        np.zeros(P, dtype=np.int64),
+        np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64), np.arange(P, dtype=np.int64) // rules.per_node,
+        np.zeros(P), np.zeros(P), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.bool_),
         *rules.draws(),
         float(rules.link[False]), float(rules.link[True]), spread, float(rules.update), float(rules.budget),
         int(rules.N),
@@ -88,28 +84,27 @@ def drawn_peer(hashes, flat, offset, degree, w, n):
 
 
 @njit(cache=True)
-def _post(s, rows, out, workers, count, served, horizon, least):
-    """Each of ``workers[:count]`` computes its next window row from its start and posts (its wave holds only if it
-    computes nothing), and draws the peer of that post. ``served``: the workers' posts were just taken, and each
-    first returns from its exchange (its rows and round row written; a worker past its last iteration or the time
+def _post(s, rows, out, workers, count, served, hold):
+    """Each of ``workers[:count]`` computes its next window row from its start and posts into the queue (its wave holds
+    only if it computes nothing), and draws the peer of that post. ``served``: the workers' posts were just taken, and
+    each first returns from its exchange (its rows and round row written; a worker past its last iteration or the time
     budget stops). A worker that needs a row past the window is parked, to post once the window has slid. Returns
-    whether one is, and ``horizon`` and ``least`` with the posts made taken in; ``workers`` is scratch."""
+    ``hold`` lowered to the parked workers' starts (the earliest they can post); ``workers`` is scratch."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     next_, t_start, pending, wave, bound, parked, peer = s.next, s.t_start, s.pending, s.wave, s.bound, s.parked, s.peer
     hashes, flat, offset, degree, begin_, end_ = s.hashes, s.flat, s.offset, s.degree, s.begin, s.end
+    head, link, run, span, at = s.queue
     compute, calls, start, post, done_ = rows.compute, rows.calls, rows.start, rows.post, rows.done
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
     iterations, update, budget = s.iterations, s.update, s.budget
     base = rows.at[BASE]
     size = post.shape[0]
     written = out.written[0]
-    parks = False
     going = 0
     for a in range(count):
         w = workers[a]
         if served:  # its exchange: it returns, and its next iteration starts after the update
             t = pending[w]
-            pending[w] = np.inf
             n = next_[w]
             k = n - base
             j = peer[w]
@@ -130,26 +125,26 @@ def _post(s, rows, out, workers, count, served, horizon, least):
             wave[w] = (wave[w] + 1 if done == t else 1) if update == 0.0 and done_[k, w] == done else 0
         k = next_[w] - base
         if k == size:
-            parked[w] = parks = True
+            parked[w] = True
+            hold = min(hold, t_start[w])
             continue
         parked[w] = False
         start[k, w] = t_start[w]
         post[k, w] = pending[w] = t = t_start[w] + compute[k, w]
         wave[w] = wave[w] if compute[k, w] == 0.0 else 0
-        bound[w] = t + update if next_[w] + 1 < iterations else np.inf  # its next post: after this one, the update
-        horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
-        if earlier(pending[w], wave[w], w, pending[least], wave[least], least):
-            least = w
+        # its next post: after this one, the update and a compute (its exchange's time left out)
+        bound[w] = t + update + next_compute(compute, k, w) if next_[w] + 1 < iterations else np.inf
         workers[going] = w
         going += 1
     if served:
         o_kind[written - count : written] = 0
         o_fresh[written - count : written] = 1
         out.written[0] = written
+    add(head, link, run, span, at, pending, workers, going)
     for a in range(going):  # the peers in a loop of their own, where the hashes overlap
         w = workers[a]
         peer[w] = drawn_peer(hashes, flat, offset, degree, w, next_[w])
-    return parks, horizon, least
+    return hold
 
 
 @njit(cache=True)
@@ -175,102 +170,53 @@ def _need_rows(s, rows):
 @njit(cache=True)
 def step(s, rows, out):
     """Take the posts as the reference engine does, in (time, wave, worker) order, until the run ends, the round
-    output is full, or a worker's next row is past the window (it is *parked*: its post is computed once the window
-    has slid). A worker stops after its last iteration or its first exchange completing at or after the time budget.
+    output is full, or the first post waits for a parked worker (its next row is past the window: its post is
+    computed once the window has slid; it posts no earlier than its start). A worker stops after its last iteration
+    or its first exchange completing at or after the time budget.
 
     Posts of one instant are taken in waves, as the reference engine's ties have them: a worker released at the
     instant it posts again (no update, no compute, no software cost) posts after the completion that released it,
     one wave after that completion's post when the exchange took no time, else in wave 1; the order is (time, wave,
     worker).
 
-    Posts are taken a batch at a time: every pending post earlier than the *horizon*, the earliest instant a post
-    taken now could make its worker post again (its post + the update + its next compute; 0 for a compute past the
-    window), and the least post in any case. Nothing posts inside the batch's span but the batch, and two posts of it
-    meet only at a common peer's thread, so the batch is taken peer by peer, each peer's requests in (time, wave,
-    worker) order, which gives the reference engine's times exactly; only the times of the exchanges need that order,
-    and everything else (the rows, the next posts) is done in worker order, where the window's rows are read and
-    written one after the other. The scan that takes the batch puts each request on its peer's list (lists stamped
-    with the batch, so none is cleared), and each peer's few requests are ordered when its first requester comes: a
-    scan per batch instead of a heap operation per post. The next batch's horizon and least post are gathered on
-    the way, from the posts left out and the posts made."""
+    Posts are taken a batch at a time: the first post while it is earlier than the *horizon*, the earliest instant a
+    post taken so far in the batch could make its worker post again (its post + the update + its next compute, added
+    as the worker adds them; 0 for a compute past the window). Nothing posts inside the batch's span
+    but the batch, so its exchanges are timed in the queue's order, each at its peer's thread, which gives the
+    reference engine's times exactly; everything else (the rows, the next posts) is done in worker order, where the
+    window's rows are read and written one after the other."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     pending, wave, bound, next_, free, peer, node = s.pending, s.wave, s.bound, s.next, s.free, s.peer, s.node
-    batch, order, cost, begin_, end_ = s.batch, s.order, s.cost, s.begin, s.end
-    head, after, listed, served, stamp = s.head, s.after, s.listed, s.served, s.stamp
-    compute, factors = rows.compute, rows.factors
+    batch, begin_, end_ = s.batch, s.begin, s.end
+    head, link, run, span, at = s.queue
+    factors = rows.factors
     o_round = out.round
     t_intra, t_inter, spread = s.t_intra, s.t_inter, s.spread
     P = pending.shape[0]
     base = rows.at[BASE]
-    size = compute.shape[0]
-    written = out.written[0]
     count = 0
     for w in range(P):
         if s.parked[w]:
             batch[count] = w
             count += 1
-    parks, _, _ = _post(s, rows, out, batch, count, False, np.inf, -1)
-    if parks:
-        out.written[0] = written
-        return _need_rows(s, rows)
-    horizon, least = np.inf, -1
-    for w in range(P):
-        if pending[w] < np.inf:
-            horizon = min(horizon, bound[w] + (compute[next_[w] - base + 1, w] if next_[w] - base + 1 < size else 0.0))
-            if earlier(pending[w], wave[w], w, pending[least], wave[least], least):
-                least = w
-    while least >= 0:
-        if written + P > o_round.shape[0]:
-            out.written[0] = written
+    hold = _post(s, rows, out, batch, count, False, np.inf)  # the parked workers' starts: no post after them is taken
+    while True:
+        if out.written[0] + P > o_round.shape[0]:
             return OUT_FULL
-        count = 0
-        rest, first_left = np.inf, -1  # the next batch's horizon and least post, over the posts left out
-        stamp[0] += 1  # this batch's: a peer's list of requests holds this batch's only while its stamp is this
-        now = stamp[0]
-        for w in range(P):
-            t = pending[w]
-            if t < horizon or w == least:
-                j = peer[w]
-                batch[count] = w
-                count += 1
-                if j >= 0:  # onto peer j's list of requests
-                    if listed[j] != now:
-                        listed[j], head[j] = now, -1
-                    after[w], head[j] = head[j], w
-                    cost[w] = (t_intra if node[w] == node[j] else t_inter) * (
-                        factors[next_[w] - base, w] if spread else 1.0
-                    )
-            elif t < np.inf:
-                rest = min(rest, bound[w] + (compute[next_[w] - base + 1, w] if next_[w] - base + 1 < size else 0.0))
-                if earlier(pending[w], wave[w], w, pending[first_left], wave[first_left], first_left):
-                    first_left = w
-        for a in range(count):  # the exchanges: each peer's requests in order when its first requester comes
-            j = peer[batch[a]]
-            if j < 0 or served[j] == now:
-                continue
-            served[j] = now
-            m = 0  # its requests (its neighbours' at most) into order[:m], by insertion
-            v = head[j]
-            while v >= 0:
-                b = m
-                while b > 0 and earlier(
-                    pending[v], wave[v], v, pending[order[b - 1]], wave[order[b - 1]], order[b - 1]
-                ):
-                    order[b] = order[b - 1]
-                    b -= 1
-                order[b] = v
-                m += 1
-                v = after[v]
-            for b in range(m):
-                w = order[b]
+        count = take(head, link, run, span, at, pending, wave, bound, -np.inf, hold, batch)
+        if count == 0:
+            break
+        for a in range(count):  # the exchanges, in order at each peer's thread
+            w = batch[a]
+            j = peer[w]
+            if j >= 0:
+                cost = (t_intra if node[w] == node[j] else t_inter) * (factors[next_[w] - base, w] if spread else 1.0)
                 begin_[w] = max(pending[w], free[j])
-                end_[w] = free[j] = begin_[w] + cost[w]
-        out.written[0] = written
-        parks, horizon, least = _post(s, rows, out, batch, count, True, rest, first_left)
-        written = out.written[0]
-        if parks:
-            return _need_rows(s, rows)
-    out.written[0] = written
+                end_[w] = free[j] = begin_[w] + cost
+        by_worker(batch, count, s.mark)
+        hold = _post(s, rows, out, batch, count, True, hold)
+    if hold < np.inf:
+        return _need_rows(s, rows)
     rows.stop[:] = next_  # each worker's rows: fewer once it stopped
     _carried(rows, next_.max())
     return DONE

@@ -1,10 +1,11 @@
 """Ordering posts in the fast engine's steps: which of two posts comes first, the k-th smallest of many times (a
-round's trigger, LSGD's counting trigger), and a batch of times sorted (the parameter server's queue).
+round's trigger, LSGD's counting trigger), a few posts sorted (a bucket of the queue of posts, :mod:`.calendar`), and a
+batch of workers put back in worker order (where the window's rows are read and written one after the other).
 
-Both bucket the times first: a histogram over equal buckets between the least and the greatest finds the bucket that
-holds the k-th (the bucket of a time is monotone in it), or places each time in its bucket, so only one bucket is
-selected from, or each bucket sorted on its own. That is a few linear passes where a quickselect over everything took
-12 times numpy's partition (and numba's ``np.partition`` five times sync's whole sweep).
+The k-th smallest buckets the times first: a histogram over equal buckets between the least and the greatest finds
+the bucket that holds the k-th (the bucket of a time is monotone in it), so only that bucket is selected from. That is
+a few linear passes where a quickselect over everything took 12 times numpy's partition (and numba's ``np.partition``
+five times sync's whole sweep).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from numba import njit
 
 #: buckets of the histogram that narrows a selection
 BUCKETS = 1 << 14
-#: a bucket of more times than this is sorted by merge sort, not by insertion
+#: a batch holding more than 1/_SWEEP of the workers is put in worker order by a sweep over them, else by a sort
+_SWEEP = 16
+#: posts sorted by insertion, up to this many; more by a stable sort on their times first
 _INSERTION = 32
 
 
@@ -34,7 +37,7 @@ def next_compute(compute, k, w):
 
 
 @njit(cache=True)
-def _scale(lo, hi, buckets):
+def bucket_scale(lo, hi, buckets):
     """The factor that maps a time in [lo, hi] to its bucket ``int((t − lo)·scale)`` of ``buckets``."""
     scale = (buckets - 1) / (hi - lo) if hi > lo else 0.0
     return scale if np.isfinite(scale) else 0.0  # a spread of subnormal size: one bucket
@@ -45,7 +48,7 @@ def kth_smallest(x, q, scratch):
     """The ``q``-th smallest (from 1) of ``x``: its bucket's values are copied into ``scratch`` (as long as x) and
     selected from (:func:`_select`)."""
     lo, hi = x.min(), x.max()
-    scale = _scale(lo, hi, BUCKETS)
+    scale = bucket_scale(lo, hi, BUCKETS)
     histogram = np.zeros(BUCKETS, dtype=np.int64)
     for v in x:
         histogram[int((v - lo) * scale)] += 1
@@ -88,91 +91,42 @@ def _select(a, q):
 
 
 @njit(cache=True)
-def sort_batch(items, count, key, tie, buckets, sorted_, scratch):
-    """``items[:count]`` (worker indices, in worker order) into ``sorted_`` in the order of posts (:func:`earlier`:
-    ``key[w]``, then ``tie[w]``, then w). ``buckets``: scratch of at least count + 2 int64; ``scratch``: of at least
-    count.
-
-    A batch mostly at one instant (ties, as constant compute times make) is split around the key of its middle item:
-    the items at that key stay in worker order, between the others sorted. Any other batch is bucket sorted."""
-    pivot = key[items[count // 2]] if count else 0.0
-    below, equal = 0, 0
-    for a in range(count):
-        t = key[items[a]]
-        below += t < pivot
-        equal += t == pivot
-    if 2 * equal <= count:
-        _bucket_sort(items[:count], key, tie, buckets, sorted_)
+def sort_posts(items, key, wave):
+    """``items`` (workers) into the order of posts (:func:`earlier`: ``key[w]``, then ``wave[w]``, then w), in place:
+    by insertion when they are few or already nearly so; else put in worker order, stably sorted on their times (ties
+    stay in worker order), then by insertion for the waves (a pass when they are alike)."""
+    m = items.shape[0]
+    a = 1
+    while a < m and not earlier(
+        key[items[a]], wave[items[a]], items[a], key[items[a - 1]], wave[items[a - 1]], items[a - 1]
+    ):
+        a += 1
+    if a == m:
         return
-    lo, above = 0, below + equal  # the items before the pivot's, and after, into scratch; the pivot's in place
-    middle = below
-    for a in range(count):
+    if m > _INSERTION:
+        items.sort()
+        items[:] = items[np.argsort(key[items], kind="mergesort")]
+    for a in range(1, m):
         w = items[a]
-        t = key[w]
-        if t < pivot:
-            scratch[lo] = w
-            lo += 1
-        elif t == pivot:
-            sorted_[middle] = w
-            middle += 1
-        else:
-            scratch[above] = w
-            above += 1
-    _sort_ties(sorted_[below : below + equal], tie)
-    _bucket_sort(scratch[:below], key, tie, buckets, sorted_[:below])
-    _bucket_sort(scratch[below + equal : count], key, tie, buckets, sorted_[below + equal : count])
+        b = a
+        while b > 0 and earlier(key[w], wave[w], w, key[items[b - 1]], wave[items[b - 1]], items[b - 1]):
+            items[b] = items[b - 1]
+            b -= 1
+        items[b] = w
 
 
 @njit(cache=True)
-def _sort_ties(items, tie):
-    """Items of one key, in worker order, into (tie, worker) order: nothing to do when their ties are alike."""
-    for a in range(1, items.shape[0]):
-        if tie[items[a]] != tie[items[0]]:
-            items[:] = items[np.argsort(tie[items], kind="mergesort")]
-            return
-
-
-@njit(cache=True)
-def _bucket_sort(items, key, tie, first, sorted_):
-    """``items`` (in worker order) into ``sorted_`` in the order of posts: each item goes to its key's bucket (as
-    many buckets as items), stable, then each bucket out of order is sorted on its own, by insertion, or, when it
-    holds many, by merge sort on the key first. The comparisons are written out here: a helper that took the arrays
-    would count references to them at every call."""
-    count = items.shape[0]
-    if count == 0:
+def by_worker(batch, count, mark):
+    """``batch[:count]``, distinct workers, into worker order: when it holds many of the workers, by marking them in
+    ``mark`` (one flag a worker, all False, left so) and a sweep; else by a sort."""
+    if count * _SWEEP < mark.shape[0]:
+        batch[:count].sort()
         return
-    lo, hi = np.inf, -np.inf
-    for w in items:
-        lo, hi = min(lo, key[w]), max(hi, key[w])
-    scale = _scale(lo, hi, count)
-    first[: count + 2] = 0
-    for w in items:
-        first[int((key[w] - lo) * scale) + 1] += 1
-    for b in range(count):
-        first[b + 1] += first[b]
-    for w in items:  # scatter, stable: first[b] moves to bucket b's end
-        b = int((key[w] - lo) * scale)
-        sorted_[first[b]] = w
-        first[b] += 1
-    begin = 0
-    for b in range(count):
-        end = first[b]
-        i = begin + 1
-        while i < end and not earlier(
-            key[sorted_[i]], tie[sorted_[i]], sorted_[i], key[sorted_[i - 1]], tie[sorted_[i - 1]], sorted_[i - 1]
-        ):
-            i += 1
-        if i < end:  # out of order
-            if end - begin > _INSERTION:
-                part = sorted_[begin:end]
-                part[:] = part[np.argsort(key[part], kind="mergesort")]
-            for i in range(begin + 1, end):
-                w = sorted_[i]
-                j = i
-                while j > begin and earlier(
-                    key[w], tie[w], w, key[sorted_[j - 1]], tie[sorted_[j - 1]], sorted_[j - 1]
-                ):
-                    sorted_[j] = sorted_[j - 1]
-                    j -= 1
-                sorted_[j] = w
-        begin = end
+    for a in range(count):
+        mark[batch[a]] = True
+    count = 0
+    for w in range(mark.shape[0]):
+        if mark[w]:
+            mark[w] = False
+            batch[count] = w
+            count += 1

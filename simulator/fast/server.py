@@ -2,15 +2,17 @@
 :class:`~stragglerlab.simulator.algorithms.server.ServerRules` as a compiled step.
 
 Each worker has at most one push on its way to or in the server: it computes its local steps and its exchange
-iteration, pushes, and waits for the reply. The pushes are served in arrival order, ties as the reference engine
-has them (:func:`step`), which is a merge of the workers' streams of arrivals. The step takes them a batch at a time:
-every arrival earlier than the *horizon*, the earliest instant a push served now could make its worker's next push
-arrive (its arrival, or when the server has served the pushes before it if that is later, + its service and reply +
-the update + its next compute: the push's *bound*), and the least arrival in any case. Nothing arrives inside the
-batch's span but the batch, so the batch is sorted (:func:`~.order.sort_batch`) and served in that order, then every
-worker of the batch computes on to its next push. The next batch's horizon and least arrival are gathered on the way:
-from the pushes left out of this batch and from the pushes its workers send next. When the server is the bottleneck,
-its queue so makes the batches long (a push's bound is past the queue's end).
+iteration, pushes, and waits for the reply. The pushes wait in a calendar queue (:mod:`.calendar`) in the order the
+reference engine serves them (:func:`step`), and the step serves them a batch at a time: it takes the first push while
+it is earlier than the *horizon*, the earliest instant a push taken so far in the batch could make its worker's next
+push arrive (the server's free instant if the push arrived before it, else its arrival + its service and reply + the
+update + its next compute, added as the server and the worker add them, so rounding keeps the horizon at or below that
+push). Nothing arrives inside the batch's span but the batch, so the server's order is the queue's; then every worker
+of the batch, in worker order (where the window's rows are read and written one after the other), computes on to its
+next push, which joins the queue. A service so costs O(1), never a sweep over the workers, whatever the batch's length.
+
+A worker whose next rows are past the window is *parked*: its next push is no earlier than its next start, so the
+step serves on while the first push is earlier than every parked worker's start, and stops for rows only then.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from numba import njit
 
+from stragglerlab.simulator.fast.calendar import Queue, add, queue, take
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
-from stragglerlab.simulator.fast.order import earlier, sort_batch
+from stragglerlab.simulator.fast.order import by_worker, next_compute
 
 if TYPE_CHECKING:
     from stragglerlab.simulator.algorithms.server import ServerRules
@@ -31,9 +34,9 @@ UPDATES = 0
 
 
 class State(NamedTuple):
-    arrival: np.ndarray  # per worker: when its push reaches the server (inf: none on its way)
+    arrival: np.ndarray  # per worker: when its push reaches the server
     wave: np.ndarray  # the push's wave at its instant
-    bound: np.ndarray  # the earliest its next push can arrive, less its next compute (inf: it has no next)
+    bound: np.ndarray  # the earliest its next push can arrive if the server is free at this one's arrival
     parked: np.ndarray  # its next rows are still to compute, past the window
     next: np.ndarray  # its next iteration to compute; while a push is on its way, the one after that push
     first: np.ndarray  # its first iteration that no served push carries yet
@@ -41,10 +44,10 @@ class State(NamedTuple):
     version: np.ndarray  # server updates in its model
     released: np.ndarray  # when it was last released, and in which batch of that instant's completions
     batch_of: np.ndarray
-    batch: np.ndarray  # scratch: the batch in worker order, sorted, and the sort's buckets
-    sorted: np.ndarray
-    buckets: np.ndarray
-    scratch: np.ndarray
+    queue: Queue  # the pushes on their way, in the server's order
+    batch: np.ndarray  # scratch: the batch, the workers that pushed, and marks (all False between batches)
+    pushed: np.ndarray
+    mark: np.ndarray
     at: np.ndarray  # int64: UPDATES
     free: np.ndarray  # float[1]: when the server has served every push so far
     t_push: float  # a push's way to the server
@@ -62,9 +65,10 @@ def kernel(rules: ServerRules) -> Kernel:
     P = rules.P
     state = State(
         np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
-        np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64),
-        np.full(P, -np.inf), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
-        np.zeros(P + 2, dtype=np.int64), np.zeros(P, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1),
+        np.zeros(P, dtype=np.int64),
+        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64), np.full(P, -np.inf),
+        np.zeros(P, dtype=np.int64), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
+        np.zeros(P, dtype=np.bool_), np.zeros(1, dtype=np.int64), np.zeros(1),
         float(rules.t_push), float(rules.t_service), float(rules.t_reply), not rules.variation.exact, int(rules.stride),
         float(rules.update), float(rules.budget), int(rules.N),
     )  # fmt: skip
@@ -72,16 +76,17 @@ def kernel(rules: ServerRules) -> Kernel:
 
 
 @njit(cache=True)
-def _advance(s, rows, workers, count, served, horizon, least):
+def _advance(s, rows, workers, count, served, hold):
     """Each of ``workers[:count]`` computes from its next iteration on: local steps, released at their posts, up to its
-    next exchange iteration, whose push it sends; or to its last iteration. ``served``: the workers' pushes were just
-    served, and each first takes its reply (its rows are carried, it is released or stops there). A worker that needs
-    rows past the window is parked there. Returns whether one is, and ``horizon`` and ``least`` with the pushes sent
-    taken in; ``workers`` is scratch."""
+    next exchange iteration, whose push it sends into the queue; or to its last iteration. ``served``: the workers'
+    pushes were just served, and each first takes its reply (its rows are carried, it is released or stops there). A
+    worker that needs rows past the window is parked there. Returns ``hold`` lowered to the parked workers' starts
+    (the earliest their next pushes can be); ``workers`` is scratch."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    next_, t_start, parked, version, arrival, wave, bound, batch_of, released, first = (
-        s.next, s.t_start, s.parked, s.version, s.arrival, s.wave, s.bound, s.batch_of, s.released, s.first
+    next_, t_start, parked, version, arrival, wave, bound, batch_of, released, first_, pushed = (
+        s.next, s.t_start, s.parked, s.version, s.arrival, s.wave, s.bound, s.batch_of, s.released, s.first, s.pushed
     )  # fmt: skip
+    head, link, run, span, at = s.queue
     compute, calls, factors, start, post, done, version_, round_, fresh = (
         rows.compute, rows.calls, rows.factors, rows.start, rows.post, rows.done, rows.version, rows.round, rows.fresh
     )  # fmt: skip
@@ -90,8 +95,7 @@ def _advance(s, rows, workers, count, served, horizon, least):
     )  # fmt: skip
     base = rows.at[BASE]
     size = post.shape[0]
-    free = s.free[0]  # no push is served before the server has served those before it
-    parks = False
+    sent = 0
     while count:  # one row of every worker still stepping at a time, for locality; workers[:count] are those
         going = 0
         for a in range(count):
@@ -99,24 +103,24 @@ def _advance(s, rows, workers, count, served, horizon, least):
             n = next_[w]
             if served:  # its reply: the rows since its last one are carried by its update, it returns
                 k = n - 1 - base
-                for j in range(first[w] - base, k + 1):
+                for j in range(first_[w] - base, k + 1):
                     round_[j, w] = version[w] - 1
                     fresh[j, w] = True
                 done[k, w] = returned(post[k, w], released[w], calls[k, w])
-                arrival[w] = np.inf
-                first[w] = n
+                first_[w] = n
                 if n == iterations or released[w] >= budget:
                     rows.stop[w] = n
-                    next_[w] = first[w] = iterations  # it stopped: no row of it changes any more
+                    next_[w] = first_[w] = iterations  # it stopped: no row of it changes any more
                     continue
                 t_start[w] = done[k, w] + update
             parked[w] = False
             if n == iterations:  # its last local steps: no exchange carries them
-                first[w] = n
+                first_[w] = n
                 continue
             k = n - base
             if k == size:
-                parked[w] = parks = True
+                parked[w] = True
+                hold = min(hold, t_start[w])
                 continue
             t = t_start[w]
             start[k, w] = t
@@ -129,12 +133,13 @@ def _advance(s, rows, workers, count, served, horizon, least):
                 arrival[w] = a_w = p + t_push * f
                 # a push at the instant of the worker's release comes after the completions that released it
                 wave[w] = batch_of[w] if a_w == released[w] else 0
-                # its next push: after this one's service, not before the server is free, its reply, the update
-                # and a compute (added as the server adds them, so rounding keeps the bound at or below the reply)
-                bound[w] = max(a_w, free) + t_service * f + t_reply * f + update if n < iterations else np.inf
-                horizon = min(horizon, bound[w] + (compute[k + 1, w] if k + 1 < size else 0.0))
-                if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
-                    least = w
+                # its next push: after this one's service, its reply, the update and a compute (added as the server
+                # adds them, so rounding keeps the bound at or below the reply)
+                bound[w] = a_w + t_service * f + t_reply * f + update + next_compute(compute, k, w)
+                if n == iterations:
+                    bound[w] = np.inf
+                pushed[sent] = w
+                sent += 1
                 continue
             done[k, w] = p + calls[k, w]
             t_start[w] = done[k, w] + update
@@ -142,13 +147,14 @@ def _advance(s, rows, workers, count, served, horizon, least):
             going += 1
         count = going
         served = False
-    return parks, horizon, least
+    add(head, link, run, span, at, arrival, pushed, sent)
+    return hold
 
 
 @njit(cache=True)
 def step(s, rows, out):
     """Serve the pushes in the reference engine's order until every worker has stopped, the round output is full,
-    or a worker needs rows past the window.
+    or the first push waits for a parked worker.
 
     The reference engine serves the pushes that arrive at one instant in worker order, after everything else of that
     instant, in batches of completions: the pushes that arrived before the instant's first batch are served in it,
@@ -158,48 +164,33 @@ def step(s, rows, out):
     arrives at the instant of that release (0 otherwise). A worker stops after its last iteration or at its first
     reply at or after the time budget."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    arrival, wave, bound, parked, next_, first, version, released, batch_of, batch, order = (
-        s.arrival, s.wave, s.bound, s.parked, s.next, s.first, s.version, s.released, s.batch_of, s.batch, s.sorted
+    arrival, wave, bound, parked, next_, version, released, batch_of, batch = (
+        s.arrival, s.wave, s.bound, s.parked, s.next, s.version, s.released, s.batch_of, s.batch
     )  # fmt: skip
-    compute, factors, post = rows.compute, rows.factors, rows.post
+    head, link, run, span, at = s.queue
+    factors, post = rows.factors, rows.post
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
     t_service, t_reply, spread = s.t_service, s.t_reply, s.spread
     P = arrival.shape[0]
     base = rows.at[BASE]
-    size = compute.shape[0]
     written = out.written[0]
     count = 0
     for w in range(P):
         if parked[w]:
             batch[count] = w
             count += 1
-    parks, _, _ = _advance(s, rows, batch, count, False, np.inf, -1)
-    horizon, least = np.inf, -1
-    for w in range(P):
-        if arrival[w] < np.inf:
-            horizon = min(horizon, bound[w] + (compute[next_[w] - base, w] if next_[w] - base < size else 0.0))
-            if earlier(arrival[w], wave[w], w, arrival[least], wave[least], least):
-                least = w
-    while not parks and least >= 0:
+    hold = _advance(s, rows, batch, count, False, np.inf)  # the parked workers' starts: no push after them is served
+    while True:
         if written + P > o_round.shape[0]:
             out.written[0] = written
             return OUT_FULL
-        count = 0
-        rest, first_left = np.inf, -1  # the next batch's horizon and least arrival, over the pushes left out
-        for w in range(P):
-            a = arrival[w]
-            if a < horizon or w == least:
-                batch[count] = w
-                count += 1
-            elif a < np.inf:
-                rest = min(rest, bound[w] + (compute[next_[w] - base, w] if next_[w] - base < size else 0.0))
-                if earlier(arrival[w], wave[w], w, arrival[first_left], wave[first_left], first_left):
-                    first_left = w
-        sort_batch(batch, count, arrival, wave, s.buckets, order, s.scratch)
         free = s.free[0]
+        count = take(head, link, run, span, at, arrival, wave, bound, free, hold, batch)
+        if count == 0:
+            break
         updates = s.at[UPDATES]
         for a in range(count):  # the server, one push at a time
-            w = order[a]
+            w = batch[a]
             k = next_[w] - 1 - base
             f = factors[k, w] if spread else 1.0
             free = max(arrival[w], free) + t_service * f
@@ -220,9 +211,10 @@ def step(s, rows, out):
         o_group[written - count : written] = -1
         s.free[0] = free
         s.at[UPDATES] = updates
-        parks, horizon, least = _advance(s, rows, batch, count, True, rest, first_left)
+        by_worker(batch, count, s.mark)
+        hold = _advance(s, rows, batch, count, True, hold)
     out.written[0] = written
-    if parks:
-        rows.at[FINAL] = first.min()
+    if hold < np.inf:
+        rows.at[FINAL] = s.first.min()
         return NEED_ROWS
     return DONE

@@ -241,21 +241,35 @@ def test_the_averaged_model_of_a_server_method_is_the_servers(name):
     assert final.loss < evals[evals.worker == -1].loss.iloc[0]
 
 
-def test_the_fast_engines_batch_sort_orders_pushes_as_the_server_serves_them():
-    from stragglerlab.simulator.fast.order import sort_batch
+def test_the_fast_engines_queue_takes_posts_in_the_order_of_posts():
+    """Batches cut by a hold or by the taken posts' bounds, each taken post queued again no earlier than its bound
+    (some into the bucket being taken, some past the calendar): every post comes out once, in (time, wave, worker)
+    order."""
+    from stragglerlab.simulator.fast.calendar import add, queue, take
 
     rng = np.random.default_rng(0)
-    for trial in range(200):
+    for trial in range(100):
         P = int(rng.integers(1, 300))
-        if trial % 3 == 0:  # most of the batch at one instant (constant compute times)
+        if trial % 3 == 0:  # most posts at one instant (constant compute times)
             key = np.where(rng.random(P) < 0.8, 1.0, rng.random(P))
         elif trial % 3 == 1:  # few distinct instants: long runs of ties
             key = rng.choice(rng.random(4), P)
-        else:  # one early outlier, the rest within a hair of each other: all but one in the last bucket
+        else:  # one early outlier, the rest within a hair of each other
             key = np.concatenate([[0.0], 1 + rng.random(P - 1) * 1e-12])
         wave = rng.integers(0, 3, P) if trial % 5 == 0 else np.zeros(P, dtype=np.int64)
-        items = np.sort(rng.choice(P, int(rng.integers(0, P + 1)), replace=False)).astype(np.int64)
-        out = np.zeros(P, dtype=np.int64)
-        sort_batch(items, len(items), key, wave, np.zeros(P + 2, dtype=np.int64), out, np.zeros(P, dtype=np.int64))
-        expected = items[np.lexsort((items, wave[items], key[items]))]  # time, then wave, then worker
-        assert (out[: len(items)] == expected).all(), trial
+        q = queue(P)
+        add(*q, key, np.arange(P, dtype=np.int64), P)
+        taken, batch = [], np.zeros(P, dtype=np.int64)
+        while len(taken) < 4 * P:
+            bound = key + rng.choice([0.0, 1e-12, 0.1, 1.0], P)  # the earliest each worker can post again
+            hold = np.inf if rng.random() < 0.7 else min(key) + rng.random() * 0.1
+            count = take(*q, key, wave, bound, -np.inf, hold, batch)
+            assert count > 0 or hold <= min(key)
+            taken += [(key[w], wave[w], w) for w in batch[:count]]
+            later = batch[:count].copy()
+            before = key[later].copy()
+            key[later] = bound[later] + rng.choice([0.0, 1e-3, 1.0], count)
+            # a post at its worker's last instant comes in a later wave (as the steps' waves have it)
+            wave[later] = np.where(key[later] == before, wave[later] + 1, rng.integers(0, 3, count) * (trial % 5 == 0))
+            add(*q, key, later, count)
+        assert taken == sorted(taken), trial
