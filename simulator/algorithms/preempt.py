@@ -148,5 +148,5 @@ RECORD = Algorithm(
     kernel="stragglerlab.simulator.fast.preempt:kernel",
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.preempt:PreemptExchange"},
-    style=Style("#332288", "d"),
+    style=Style("#7570B3", "d"),
 )

@@ -105,6 +105,6 @@ RECORD = Algorithm(
     kernel=KERNEL,
     apply=apply,
     exchanges={"native": "stragglerlab.realrun.algorithms.gossip:GossipExchange"},
-    style=Style("#117733", "H"),
+    style=Style("#AA3377", "H"),
     own_step=True,
 )
