@@ -51,7 +51,7 @@ SHAPED = 10 * BURST
 #: seconds of traffic each shaper queues
 QUEUE = 1.0
 #: the ranges addresses are drawn from
-RANGES = (ipaddress.ip_network("198.18.0.0/16"), ipaddress.ip_network("198.19.0.0/16"))
+RANGES = (ipaddress.IPv4Network("198.18.0.0/16"), ipaddress.IPv4Network("198.19.0.0/16"))
 #: the nodes' interface inside their namespaces
 IFACE = "eth0"
 #: the capabilities a testbed needs (bit numbers in /proc/self/status), and what each is for
@@ -291,16 +291,16 @@ def _links() -> list[str]:
 
 def free_subnet() -> ipaddress.IPv4Network:
     """A /24 of :data:`RANGES` that no address or route of this machine overlaps."""
-    taken = []
+    taken: list[ipaddress.IPv4Network] = []
     for argv in (["ip", "-j", "addr", "show"], ["ip", "-j", "route", "show", "table", "all"]):
         out = json.loads(subprocess.run(argv, capture_output=True, text=True, check=False).stdout or "[]")
         for entry in out:
             for info in entry.get("addr_info", []):
                 if info.get("family") == "inet":
-                    taken.append(ipaddress.ip_network(f"{info['local']}/{info['prefixlen']}", strict=False))
+                    taken.append(ipaddress.IPv4Network(f"{info['local']}/{info['prefixlen']}", strict=False))
             dst = entry.get("dst", "")
             if dst and dst != "default" and ":" not in dst:
-                taken.append(ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False))
+                taken.append(ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32", strict=False))
     for candidate in (s for r in RANGES for s in r.subnets(new_prefix=24)):
         if not any(candidate.overlaps(t) for t in taken):
             return candidate
