@@ -5,7 +5,7 @@ ranks from another node's and sends between nodes over TCP, inside a node throug
 pair to one bridge (a switch with no limit of its own), each node's link shaped both ways by a ``tbf`` qdisc (its
 injection and ejection rate). With racks, the nodes of a rack share a bridge of their own, joined to a core bridge by an
 uplink shaped both ways too: a two-level fabric whose taper is the uplink's rate against the rack's node links. What it
-built is written to a TOML file (:class:`Testbed`) that ``run``, ``calibrate`` and ``sweep`` take with ``--testbed``;
+built is written to a TOML file (:class:`Testbed`) that ``run`` and ``calibrate`` take with ``--testbed``;
 ``down`` removes everything with the testbed's prefix, and only that.
 
 Every name the testbed makes starts with its prefix (namespaces ``PREFIX-nI``, links ``PREFIX-...``, the state folder

@@ -2,7 +2,7 @@
 
 ``up`` builds it and writes its file (into ``/run/stragglerlab/PREFIX/testbed.toml``, and to ``-o FILE``); ``status``
 shows what stands; ``probe`` measures the bandwidth and latency between two of its nodes beside the shaped rate;
-``down`` removes everything it made. ``run``, ``calibrate`` and ``sweep`` take the file with ``--testbed``.
+``down`` removes everything it made. ``run`` and ``calibrate`` take the file with ``--testbed``.
 """
 
 from __future__ import annotations
