@@ -536,9 +536,3 @@ def summary(tb: Testbed) -> list[str]:
             "with every node sending at its rate"
         )
     return lines
-
-
-def check_nodes(tb: Testbed, wanted: Sequence[int]) -> None:
-    """A one-line error when a job's nodes are more than the testbed has."""
-    for count in wanted:
-        tb.placement(count)
