@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from stragglerlab.analysis.errors import UserError
 from stragglerlab.realrun import testbed
@@ -38,15 +38,18 @@ def mpiexec() -> str:
 def launch(np_: int, argv: list[str], module: str = "stragglerlab.cli", per_node: int = 1) -> list[str]:
     """The mpiexec command running ``stragglerlab argv`` (``python -m module argv``) on ``np_`` ranks of this
     machine, or, where this process has a testbed (:func:`.testbed.active`), across its nodes, ``per_node`` ranks to
-    a node. With MPICH's hydra, ranks are not killed when one exits, so the survivors' watchdogs can report which
-    rank was lost, and on this machine ranks beyond the cores are bound to them round-robin (:func:`binding`; on a
-    testbed each node's ranks are placed by the system, a node's first rank being no more tied to a core than
-    another's)."""
+    a node. With MPICH's hydra on this machine, ranks are not killed when one exits, so the survivors' watchdogs can
+    report which rank was lost, and ranks beyond the cores are bound to them round-robin (:func:`binding`). On a
+    testbed hydra cleans up as it does by default, and each node's ranks are placed by the system, a node's first
+    rank being no more tied to a core than another's. **(choice)** Without its cleanup, hydra (MPICH 5.0) takes every
+    rank's normal exit for a failure and signals every other node's proxy; a proxy whose rank has just ended has
+    closed its socket, and writing to it killed mpiexec by SIGPIPE (exit status 243 after a finished run) in 3 of
+    13 runs of 8 nodes on a loaded machine, and in none of 31 with the cleanup (docs/testbed.md)."""
     command = [mpiexec()]
     tb = testbed.active()
     version = subprocess.run([command[0], "--version"], capture_output=True, text=True).stdout
     if "HYDRA" in version.upper():
-        command += ["-disable-auto-cleanup", *(testbed.launcher_options(tb, np_, per_node) if tb else binding(np_))]
+        command += testbed.launcher_options(tb, np_, per_node) if tb else ["-disable-auto-cleanup", *binding(np_)]
     elif tb is not None:
         raise UserError(f"--testbed needs MPICH's mpiexec (hydra); {command[0]} is another")
     return [*command, "-n", str(np_), sys.executable, "-m", module, *argv]
@@ -98,14 +101,22 @@ BANNER = re.compile(
 )
 
 
-def relay(lines: Iterable[bytes]) -> threading.Thread:
-    """Copy a job's standard output (``lines``, the launcher's pipe) to this process's, without the launcher's
-    termination banner (:data:`BANNER`), in a thread of its own; join it to have every line written."""
+#: a line hydra's own processes write on the standard error ("[proxy:3@node] ...", "[mpiexec@host] ..."): when a job
+#: is taken down, every node's proxy reports the lost connection so
+HYDRA = re.compile(rb"\[(proxy:[^\]]*|mpiexec@[^\]]*)\] ")
+
+
+def relay(lines: Iterable[bytes], out: BinaryIO, held: list[bytes] | None = None) -> threading.Thread:
+    """Copy a job's output (``lines``, one of the launcher's pipes) to ``out`` in a thread of its own, without the
+    launcher's termination banner (:data:`BANNER`); with ``held``, hydra's own lines (:data:`HYDRA`) go there
+    instead, for the caller to print where nothing else says why the job failed. Join the thread to have every line
+    written."""
 
     def copy() -> None:
-        out = sys.stdout.buffer
         for line in lines:
-            if not BANNER.fullmatch(line):
+            if held is not None and HYDRA.match(line):
+                held.append(line)
+            elif not BANNER.fullmatch(line):
                 out.write(line)
                 out.flush()
 

@@ -107,9 +107,10 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) ->
     import socket
 
     tb = testbed.active()
-    proc = start(launch(np_, argv, per_node=per_node), stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    copier = relay(proc.stdout)
+    proc = start(launch(np_, argv, per_node=per_node), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    held: list[bytes] = []
+    copiers = (relay(proc.stdout, sys.stdout.buffer), relay(proc.stderr, sys.stderr.buffer, held))
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         hosts = {socket.gethostname(), *(n.name for n in tb.nodes)} if tb else {socket.gethostname()}
@@ -122,16 +123,27 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) ->
                 proc.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        copier.join(timeout=STOP_SECONDS)
+        for copier in copiers:
+            copier.join(timeout=STOP_SECONDS)
         shutil.rmtree(folder / LIVE, ignore_errors=True)
         if tb is not None:  # nothing of the job stays on the nodes
             testbed.stop_processes(tb.prefix)
+    if proc.returncode != 0 and lost is None:  # hydra's own lines are then all that says why
+        sys.stderr.buffer.write(b"".join(held))
+        sys.stderr.flush()
     if proc.returncode != 0 and lost is not None:
         print(
             f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
             f"{folder} holds what was written",
             file=sys.stderr,
         )
+    elif proc.returncode < 0:  # the launcher itself was killed: say by what, and exit as a shell would
+        print(
+            f"stragglerlab run: error: mpiexec was killed by {signal.Signals(-proc.returncode).name}; "
+            f"{folder} holds what was written",
+            file=sys.stderr,
+        )
+        return 128 - proc.returncode
     return proc.returncode or 0
 
 

@@ -92,6 +92,20 @@ def test_hydra_starts_each_nodes_ranks_through_the_launcher_over_tcp():
     assert "nsenter --net=/run/netns/" in script and "--pdeathsig KILL" in script
 
 
+def test_across_a_testbed_hydra_keeps_its_cleanup_and_on_one_host_it_does_not(tmp_path, monkeypatch):
+    """MPICH 5.0's hydra, without its cleanup, takes each rank's normal exit for a failure and signals the other
+    nodes' proxies, some of which have just closed their sockets: mpiexec died of SIGPIPE after finished runs."""
+    from stragglerlab.realrun.mpiexec import launch
+
+    path = tmp_path / "tb.toml"
+    path.write_text(testbed.to_toml(a_testbed(nodes=2)))
+    monkeypatch.delenv(testbed.VARIABLE, raising=False)
+    assert "-disable-auto-cleanup" in launch(2, ["run"])
+    monkeypatch.setenv(testbed.VARIABLE, str(path))
+    command = launch(2, ["run"])
+    assert "-disable-auto-cleanup" not in command and "-launcher-exec" in command
+
+
 def _privileged() -> str | None:
     """Why the end-to-end test cannot run here, or None."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
