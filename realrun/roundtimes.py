@@ -442,8 +442,7 @@ def spread(samples: Sequence[float]) -> Spread:
     not the standard deviation, for the bulk: the few largest rounds left in it would set the spread of all.
     **(choice)** Tukey's fence, not the far-out one (3 interquartile ranges, at least twice q75), which left the tail
     in the bulk (docs/realrun.md has what each did on real rounds). The cv is at most the bound a scenario's cv has
-    (:data:`~stragglerlab.simulator.bounds.MAX_CV`): a parameter server's pushes at 2 ranks are either queued behind
-    the other's or not, two modes 300 times apart whose quartiles gave a cv of 2,978."""
+    (:data:`~stragglerlab.simulator.bounds.MAX_CV`): rounds of two modes far apart give quartiles without a bulk."""
     x = np.asarray(samples, dtype=float)
     if len(x) < 4 or x.min() <= 0:
         return Spread()
@@ -462,12 +461,15 @@ def table_rows(measured: Sequence[Measurement]) -> list[Row]:
     and the spread of their single rounds (:func:`spread`); the sync rounds over all of a measurement's ranks once more
     as ``allreduce``, which serves a kind the table has no rows of at that rank count. **(choice)** The job's rank
     count is part of a row: WAGMA's groups reduce side by side, and a group of 2 beside another rank (a 3-rank job)
-    took 1.8 times what it took alone (a 2-rank job), so pooling them priced both as neither."""
+    took 1.8 times what it took alone (a 2-rank job), so pooling them priced both as neither. **(choice)** Push rows
+    have no spread: a push's round is its turn in the server's queue, which the simulation's server queues itself, and
+    the way to a server on the worker's own node or on another, two modes 300 times apart at 2 ranks; their spread,
+    drawn again for every push, priced 8-node pushes from milliseconds to seconds (docs/validation.md)."""
     pooled: dict[tuple[str, int, int, float], list[float]] = {}
     for m in measured:
         for (_, kind, ranks, nbytes), figure in m.rounds.items():
             pooled.setdefault((kind, ranks, m.ranks, nbytes), []).extend(figure.samples)
-    rows = [(*key, float(np.mean(v)), spread(v)) for key, v in sorted(pooled.items())]
+    rows = [(*key, float(np.mean(v)), Spread() if key[0] == PUSH else spread(v)) for key, v in sorted(pooled.items())]
     return rows + [(ANY_KIND, *row[1:]) for row in rows if row[0] == "sync" and row[1] == row[2]]
 
 

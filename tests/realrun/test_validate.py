@@ -287,6 +287,22 @@ def test_the_tables_spread_is_a_lognormal_bulk_as_wide_as_its_quartiles_and_the_
     assert spread([1e-3, 2e-3]) == Spread() and spread(np.full(10, 1e-3)).exact  # too few to tell; no spread
 
 
+def test_push_rows_have_no_spread_the_servers_queue_makes_their_variation():
+    """At 2 ranks a push waits for a server on its own node or crosses a link: two modes, 300 times apart, whose
+    spread drawn for every push priced 8-node pushes from milliseconds to seconds."""
+    rng = np.random.default_rng(2)
+    two_modes = np.r_[rng.lognormal(np.log(1e-3), 0.05, 50), rng.lognormal(np.log(0.3), 0.05, 50)]
+    alike = rng.lognormal(np.log(0.1), 0.2, 100)
+    measured = roundtimes.Measurement(ranks=2)
+    for kind, samples in (("push", two_modes), ("gossip", alike)):
+        figure = Figure()
+        figure.add(samples)
+        measured.rounds[("algo", kind, 2, 1e6)] = figure
+    rows = {row[0]: row for row in roundtimes.table_rows([measured])}
+    assert rows["push"][5] == Spread() and rows["push"][4] == pytest.approx(two_modes.mean())
+    assert rows["gossip"][5].cv == pytest.approx(0.2, rel=0.3)
+
+
 def test_a_lognormal_bulk_with_a_long_tail_keeps_its_median():
     """The tail goes to the stalls, not into the bulk's mean: the simulated rounds' median is the measured one."""
     rng = np.random.default_rng(1)
