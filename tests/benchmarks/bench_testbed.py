@@ -9,7 +9,9 @@ Setups (each its own testbed, built and removed here; run as root):
 
 - ``flat``: 8 nodes, one rank each, every link ``--link``; calibrated at 2 and 4 nodes, predicted at 8;
 - ``racks``: 2 racks of 4 nodes whose uplinks carry a quarter of a rack's node links (one link's rate), calibrated at
-  2 and 4 nodes (1 and 2 a rack), predicted at 8;
+  2 and 4 nodes (1 and 2 a rack), predicted at 8; the calibration times WAGMA in groups of 2, whose butterfly pairs
+  cross the racks at 4 nodes: of what a 2-rack × 2-node job runs, the only exchange an uplink slows beyond a node's
+  own link, so the only figure that tells the fit the uplinks' rate;
 - ``pairs``: 4 nodes of 2 ranks (shared memory inside a node), calibrated at 2 and 4 ranks (1 and 2 nodes), predicted
   at 8 ranks.
 
@@ -56,11 +58,11 @@ CASES = (
 CALIBRATED = "sync,wagma,d-psgd,async-ps"
 TARGETS = {"mean_iteration_error": 0.05, "round_time_error": 0.10, "ks_wait": 0.25}
 PARAMS = 262_144  # 1 MB of float32
-#: setup -> (testbed up options, ranks a node, calibrated rank counts, predicted rank count)
+#: setup -> (testbed up options, ranks a node, calibrated rank counts, predicted rank count, the calibration's keys)
 SETUPS = {
-    "flat": (["--nodes", "8"], 1, "2,4", 8),
-    "racks": (["--nodes", "8", "--racks", "2", "--uplink", "LINK"], 1, "2,4", 8),
-    "pairs": (["--nodes", "4", "--ranks-per-node", "2"], 2, "2,4", 8),
+    "flat": (["--nodes", "8"], 1, "2,4", 8, ""),
+    "racks": (["--nodes", "8", "--racks", "2", "--uplink", "LINK"], 1, "2,4", 8, "group_size = 2"),
+    "pairs": (["--nodes", "4", "--ranks-per-node", "2"], 2, "2,4", 8, ""),
 }
 
 
@@ -120,7 +122,7 @@ def fitted_bandwidth(fragment: Path) -> float:
 
 
 def one_setup(setup: str, repeat: int, args: argparse.Namespace) -> list[dict]:
-    options, per_node, counts, P = SETUPS[setup]
+    options, per_node, counts, P, calibrated = SETUPS[setup]
     out = args.output / setup / f"repeat-{repeat}"
     out.mkdir(parents=True, exist_ok=True)
     tb = out / "testbed.toml"
@@ -130,7 +132,7 @@ def one_setup(setup: str, repeat: int, args: argparse.Namespace) -> list[dict]:
     try:
         probe = json.loads(stragglerlab("testbed", "probe", str(tb), "--json", capture=True))
         timed = out / "timed.toml"
-        timed.write_text(scenario_text("calibration", "sync", "", P, per_node, args.iterations))
+        timed.write_text(scenario_text("calibration", "sync", calibrated, P, per_node, args.iterations))
         fragment = out / "calibration.toml"
         n = 4 * PARAMS
         started = time.perf_counter()
