@@ -69,12 +69,16 @@ def line(one_way: np.ndarray) -> tuple[float, float]:
 def observations(scenario: Scenario, jobs: Sequence[JobMeasurement], shaped: float = 0.0) -> list[Observation]:
     """Every measured figure of every job that the fit prices (:mod:`.networkfit`); with ``shaped`` > 0 (links shaped
     by a token bucket, which lets a burst through at full speed) the ping-pongs of messages smaller than ``shaped``
-    bytes and the bursts are left out: the model's links have no bucket."""
+    bytes and the bursts are left out: the model's links have no bucket. Where some job spans hosts, the ping-pongs
+    and bursts of a job on one host are left out too: they crossed its shared memory, which the intra-node links
+    measured in a spanning job (:func:`base_model`) price, not the fitted ones."""
+    spanning = any(len(set(j.hosts)) > 1 for j in jobs)
     out = []
     for job in jobs:
+        inside = spanning and len(set(job.hosts)) == 1
         pings = [(float(n), float(t)) for n, t in zip(SIZES, job.one_way[""], strict=True) if n >= shaped]
-        out += [Observation("p2p", job.ranks, n, t) for n, t in pings]
-        if not shaped:
+        out += [Observation("p2p", job.ranks, n, t) for n, t in pings if not inside]
+        if not shaped and not inside:
             out += [Observation("burst", 2, float(k), float(t)) for k, t in zip(BURSTS, job.bursts, strict=True)]
         if job.rounds is None:  # MPI_Allreduce of float32 vectors (allreduce_times)
             nbytes = 4.0 * np.maximum(np.array(SIZES) // 4, 1)
@@ -87,9 +91,11 @@ def observations(scenario: Scenario, jobs: Sequence[JobMeasurement], shaped: flo
 
 
 def start(jobs: Sequence[JobMeasurement]) -> dict[str, float]:
-    """Where the fit starts: the first job's ping-pong line, its bursts' slope, a little of the rest."""
-    alpha, beta = line(jobs[0].one_way[""])
-    bursts = jobs[0].bursts
+    """Where the fit starts: the first spanning job's ping-pong line (else the first job's), its bursts' slope, a
+    little of the rest."""
+    first = next((j for j in jobs if len(set(j.hosts)) > 1), jobs[0])
+    alpha, beta = line(first.one_way[""])
+    bursts = first.bursts
     o = max(float(np.median(np.diff(bursts) / np.diff(BURSTS))), 0.0)
     return {
         "alpha": max(alpha - o, alpha / 2),

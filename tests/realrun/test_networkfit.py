@@ -98,3 +98,26 @@ def test_a_fit_without_a_fabric_finds_the_uplinks_of_racks():
     found = fit(observations, base, None, start, free)
     assert found.params["uplink_beta"] == pytest.approx(6e-10, rel=0.02)
     assert found.params["beta"] == pytest.approx(PLANTED["beta"], rel=0.02)
+
+
+def test_a_one_host_jobs_ping_pongs_stay_out_of_the_links_fit_where_another_job_spans_hosts():
+    """Two ranks a node: the 2-rank job sits on one node, so its ping-pong crossed shared memory; fitted as a link's,
+    it put a 6.25 MB/s testbed's per-node bandwidth at 6.9 GB/s."""
+    from stragglerlab.realrun.calibration import JobMeasurement
+    from stragglerlab.realrun.fragment import observations, start
+
+    sizes = np.array(SIZES, dtype=float)
+
+    def job(ranks: int, hosts: list[str], beta: float) -> JobMeasurement:
+        one_way = {"": 1e-5 + sizes * beta, "intra_": 5e-6 + sizes * 1e-9}
+        empty = np.zeros(len(SIZES))
+        return JobMeasurement(ranks, hosts, "mpi", one_way, np.arange(1.0, len(BURSTS) + 1), empty, None)
+
+    inside, spanning = job(2, ["n0", "n0"], 1e-9), job(4, ["n0", "n0", "n1", "n1"], 1.6e-7)
+    pings = [o for o in observations(scenario(), [inside, spanning]) if o.kind in ("p2p", "burst")]
+    assert pings and all(o.ranks == 4 or o.kind == "burst" for o in pings)
+    assert len([o for o in pings if o.kind == "burst"]) == len(BURSTS)  # the spanning job's only
+    assert start([inside, spanning])["beta"] == pytest.approx(1.6e-7)
+    # on one host every job's ping-pongs are the links' own
+    alone = [o for o in observations(scenario(), [inside]) if o.kind == "p2p"]
+    assert len(alone) == len(SIZES)
