@@ -109,11 +109,11 @@ def returned(post, release, cost):
 class _Window:
     """The window's buffers for iterations [base, base + size), slid forward as rows become final.
 
-    Each buffer is a view of the first ``size`` rows of a reservation: rows allocated but not touched until the window
-    takes them, which cost no memory until then, so the window grows in place (its new rows written with their defaults as it takes them) instead of
-    being copied into buffers twice as long. Where workers drift apart (LSGD's and AD-PSGD's at compute of cv 1.0)
-    the window grows to span the drift, and fresh buffers at each doubling, with the rows copied over, took as long
-    as LSGD's steps (65,536 workers)."""
+    Each buffer is a view of the first ``size`` rows of a reservation: rows allocated but not touched until the
+    window takes them, which cost no memory until then, so the window grows in place (its new rows written with
+    their defaults) instead of being copied into buffers twice as long. Where workers drift apart (LSGD's and
+    AD-PSGD's at compute of cv 1.0) the window grows to span the drift, and fresh buffers at each doubling, with the
+    rows copied over, took as long as LSGD's steps (65,536 workers)."""
 
     #: each buffer: its dtype and the value its rows take when they join the window
     DEFAULTS: ClassVar[dict[str, tuple[type, float | int | bool]]] = {
