@@ -65,7 +65,7 @@ def step(s, rows, out):
     worker stops at its release from it."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
     t_start, iteration, before = s.t_start, s.iteration, s.before
-    calls, post, done_, round_, fresh = rows.calls, rows.post, rows.done, rows.round, rows.fresh
+    calls, post, done_ = rows.calls, rows.post, rows.done
     P = t_start.shape[0]
     base = rows.at[BASE]
     written = out.written[0]
@@ -97,13 +97,6 @@ def step(s, rows, out):
         out.fresh[written] = P
         out.group[written] = -1 if target % s.global_every == 0 else 0
         written += 1
-        for a in range(0, P, TILE):
-            for r in range(before[a : a + TILE].max() + 1):
-                for i in range(a, min(a + TILE, P)):
-                    if r <= before[i]:
-                        k = iteration[i] + r - base
-                        round_[k, i] = m
-                        fresh[k, i] = True
         for i in range(P):
             k = iteration[i] + before[i] - base
             done_[k, i] = returned(post[k, i], done, calls[k, i])
@@ -117,7 +110,7 @@ def step(s, rows, out):
             return DONE
     # after the last exchange the workers run free to the end, which is in the window: no exchange was found to come
     # only once some worker's last iteration was computed
-    _steps(s, rows, t_start, iteration, np.full(P, s.iterations))
+    _steps(s, rows, t_start, iteration, np.full(P, s.iterations), -1)
     out.written[0] = written
     return DONE
 
@@ -146,7 +139,7 @@ def _trigger(s, rows, posts):
     if grow.max() > end:
         return NEED_ROWS, -1
     while True:
-        _steps(s, rows, t, reach, grow)
+        _steps(s, rows, t, reach, grow, s.at[ROUND])
         reach[:] = grow
         w = _select(posts, iteration, reach, rows.post, rows.at[BASE], before)
         if w >= 0:
@@ -192,7 +185,7 @@ def _past(s, rows, t, reach, grow, w, trigger):
             if reach[i] == end:
                 return NEED_ROWS, stepped
             grow[i] = reach[i] + 1
-        _steps(s, rows, t, reach, grow)
+        _steps(s, rows, t, reach, grow, s.at[ROUND])
         kept = 0
         for a in range(m):
             i = active[a]
@@ -247,18 +240,16 @@ def _select(posts, iteration, reach, post, base, before):
 
 
 @njit(cache=True)
-def _steps(s, rows, t, first, last):
+def _steps(s, rows, t, first, last, m):
     """Free steps: worker i's iterations [first[i], last[i]) from time t[i], each released at its post (returning
     after its call cost) and on the model of the exchanges so far; t[i] ends as the next start (the last return plus
-    the update). A tile of workers at a time, row by row in it, for locality."""
-    compute, calls, start, post, done, version = (
-        rows.compute,
-        rows.calls,
-        rows.start,
-        rows.post,
-        rows.done,
-        rows.version,
-    )
+    the update). Each is carried, fresh, by exchange ``m`` (-1: by none): those that come after their worker's join
+    are computed again in the next free run, so the exchange itself writes no row but its joins. A tile of workers at
+    a time, row by row in it, for locality."""
+    compute, calls, start, post, done, version, round_, fresh = (
+        rows.compute, rows.calls, rows.start, rows.post, rows.done, rows.version, rows.round, rows.fresh
+    )  # fmt: skip
+    carried = m >= 0
     base = rows.at[BASE]
     model = s.at[ROUND]
     update = s.update
@@ -275,4 +266,6 @@ def _steps(s, rows, t, first, last):
                     x += calls[k, i]
                     done[k, i] = x
                     version[k, i] = model
+                    round_[k, i] = m
+                    fresh[k, i] = carried
                     t[i] = x + update
