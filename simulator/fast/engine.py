@@ -151,9 +151,10 @@ class _Window:
         self._fill(0, min(size, iterations))
 
     def _grow(self, size: int) -> None:
-        """Make the window ``size`` rows long, its rows kept where they are, the new ones at their defaults (written,
-        not only allocated: a window without call costs never writes its calls, and reading pages of np.zeros that
-        nothing wrote took preempt's sweep three times as long at 65,536 workers)."""
+        """Make the window ``size`` rows long, its rows kept where they are, the new ones at their defaults. The new
+        rows were never touched, so they are zero already; the calls are written all the same: a window without call
+        costs never writes them, and reading pages of np.zeros that nothing wrote took preempt's sweep three times as
+        long at 65,536 workers (writing the zeros of the buffers that the steps write took sync a fifth longer)."""
         W, old = self.workers, self.size
         if size > self.reserved:
             self.reserved = max(size, min(self.iterations, self.RESERVE * size))
@@ -163,7 +164,9 @@ class _Window:
                 stores[name][:old] = store[:old]
             self.stores = stores
         for name in self.names:
-            self.stores[name][old:size] = self.batch if name == "samples" else self.DEFAULTS[name][1]
+            value = self.batch if name == "samples" else self.DEFAULTS[name][1]
+            if value or name == "calls":
+                self.stores[name][old:size] = value
             setattr(self, name, self.stores[name][:size])
         # the iteration and worker columns of a block of rows, less the base
         self.stores["iteration"][old:size] = np.arange(old, size, dtype=np.int64)[:, None]
