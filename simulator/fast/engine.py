@@ -158,7 +158,9 @@ class _Window:
         W, old = self.workers, self.size
         if size > self.reserved:
             self.reserved = max(size, min(self.iterations, self.RESERVE * size))
-            stores = {name: np.zeros((self.reserved, W), dtype=self.DEFAULTS[name][0]) for name in self.names}
+            stores: dict[str, np.ndarray] = {
+                name: np.zeros((self.reserved, W), dtype=self.DEFAULTS[name][0]) for name in self.names
+            }
             stores["iteration"], stores["worker"] = (np.zeros((self.reserved, W), dtype=np.int64) for _ in range(2))
             for name, store in self.stores.items():
                 stores[name][:old] = store[:old]

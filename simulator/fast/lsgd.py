@@ -8,8 +8,8 @@ pass per exchange.
 Workers' iterations drift apart (each joins an exchange after its own count of posts), so the rows a pass reads for
 one free run are far apart from one worker to the next. Each pass goes a tile of :data:`TILE` neighbouring workers at
 a time, row by row inside it, so the window's cache lines a tile reads stay cached while it reads them: a pass row by
-row over all workers read each line once per worker in it, and took LSGD to 11 times sync's time at 65,536 workers
-with compute of cv 1.0.
+row over all workers read each line once per worker in it, and the steps took half as long again (65,536 workers,
+compute of cv 1.0).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 #: ``State.at``: exchanges done, posts counted before the current free run
 ROUND, COUNT = 0, 1
-#: workers a pass takes together: a 64-byte cache line of a row (8 took 20 % less time than 64)
+#: workers a pass takes together: a 64-byte cache line of a row (8 took a sixth less time than 64)
 TILE = 8
 
 
