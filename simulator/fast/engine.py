@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -107,7 +107,32 @@ def returned(post, release, cost):
 
 
 class _Window:
-    """The window's buffers for iterations [base, base + size), slid forward as rows become final."""
+    """The window's buffers for iterations [base, base + size), slid forward as rows become final.
+
+    Each buffer is a view of the first ``size`` rows of a reservation: rows allocated but not touched until the
+    window takes them, which cost no memory until then, so the window grows in place (its new rows written with
+    their defaults) instead of being copied into buffers twice as long. Where workers drift apart (LSGD's and
+    AD-PSGD's at compute of cv 1.0) the window grows to span the drift, and fresh buffers at each doubling, with the
+    rows copied over, took as long as LSGD's steps (65,536 workers)."""
+
+    #: each buffer: its dtype and the value its rows take when they join the window
+    DEFAULTS: ClassVar[dict[str, tuple[type, float | int | bool]]] = {
+        "times": (np.float64, 0.0), "calls": (np.float64, 0.0), "factors": (np.float64, 1.0),
+        "start": (np.float64, 0.0), "post": (np.float64, 0.0), "done": (np.float64, 0.0),
+        "round": (np.int64, -1), "version": (np.int64, 0), "fresh": (np.bool_, False), "samples": (np.int64, 0),
+    }  # fmt: skip
+    #: a reservation's rows: this many times the window's, up to the run's iterations (two doublings in place)
+    RESERVE = 4
+    times: np.ndarray
+    calls: np.ndarray
+    factors: np.ndarray
+    start: np.ndarray
+    post: np.ndarray
+    done: np.ndarray
+    round: np.ndarray
+    version: np.ndarray
+    fresh: np.ndarray
+    samples: np.ndarray
 
     def __init__(
         self, compute: ComputeTimes, calls: CallCosts, iterations: int, size: int, factors: Factors | None, batch: int
@@ -115,25 +140,41 @@ class _Window:
         self.compute, self.call_costs, self.iterations, self.workers = compute, calls, iterations, compute.workers
         self.batch = batch
         self.exchange_factors = factors
-        self.base, self.size = 0, size
+        self.names = [name for name in self.DEFAULTS if name != "factors" or factors is not None]
+        self.base, self.size, self.reserved = 0, 0, 0
+        self.stores: dict[str, np.ndarray] = {}
+        if factors is None:
+            self.factors = np.ones((1, self.workers))
         self.at = np.zeros(2, dtype=np.int64)
         self.stop = np.full(self.workers, iterations, dtype=np.int64)
-        self._allocate(size)
+        self._grow(size)
         self._fill(0, min(size, iterations))
 
-    def _allocate(self, size: int) -> None:
-        shape = (size, self.workers)
-        # written, not only allocated: a window without call costs never writes its calls, and reading pages of
-        # np.zeros that nothing wrote took preempt's sweep three times as long (65,536 workers)
-        self.times, self.calls = np.zeros(shape), np.full(shape, 0.0)
-        self.factors = np.ones(shape if self.exchange_factors is not None else (1, self.workers))
-        self.start, self.post, self.done = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-        self.round, self.version = np.full(shape, -1, dtype=np.int64), np.zeros(shape, dtype=np.int64)
-        self.fresh = np.zeros(shape, dtype=np.bool_)
-        self.samples = np.full(shape, self.batch, dtype=np.int64)
+    def _grow(self, size: int) -> None:
+        """Make the window ``size`` rows long, its rows kept where they are, the new ones at their defaults. The new
+        rows were never touched, so they are zero already; the calls are written all the same: a window without call
+        costs never writes them, and reading pages of np.zeros that nothing wrote took preempt's sweep three times as
+        long at 65,536 workers (writing the zeros of the buffers that the steps write took sync a fifth longer)."""
+        W, old = self.workers, self.size
+        if size > self.reserved:
+            self.reserved = max(size, min(self.iterations, self.RESERVE * size))
+            stores: dict[str, np.ndarray] = {
+                name: np.zeros((self.reserved, W), dtype=self.DEFAULTS[name][0]) for name in self.names
+            }
+            stores["iteration"], stores["worker"] = (np.zeros((self.reserved, W), dtype=np.int64) for _ in range(2))
+            for name, store in self.stores.items():
+                stores[name][:old] = store[:old]
+            self.stores = stores
+        for name in self.names:
+            value = self.batch if name == "samples" else self.DEFAULTS[name][1]
+            if value or name == "calls":
+                self.stores[name][old:size] = value
+            setattr(self, name, self.stores[name][:size])
         # the iteration and worker columns of a block of rows, less the base
-        self.iteration = np.repeat(np.arange(size, dtype=np.int64), self.workers)
-        self.worker = np.tile(np.arange(self.workers, dtype=np.int64), size)
+        self.stores["iteration"][old:size] = np.arange(old, size, dtype=np.int64)[:, None]
+        self.stores["worker"][old:size] = np.arange(W, dtype=np.int64)
+        self.iteration, self.worker = self.stores["iteration"].reshape(-1), self.stores["worker"].reshape(-1)
+        self.size = size
 
     def rows(self) -> Rows:
         self.at[BASE] = self.base
@@ -174,30 +215,25 @@ class _Window:
         return columns
 
     def slide(self, final: int) -> None:
-        """Drop the final rows [base, final) and move the rest to the front; double the window when none could be
-        dropped."""
+        """Drop the final rows [base, final) and move the rest to the front; double the window when fewer than half
+        its rows could be dropped, so that a slide moves no more rows than it drops: where workers drift apart
+        (LSGD's and AD-PSGD's at compute of cv 1.0), the rows kept span the drift, and sliding a window little longer
+        than the drift by its few final rows at a time moved it whole each time (more time than the steps took)."""
         shift = final - self.base
         keep = self.size - shift
-        buffers = self._buffers()
-        if shift == 0:
-            self.size *= 2
-            self._allocate(self.size)
-        for new, old in zip(self._buffers(), buffers, strict=True):
-            # one flat move: numpy would copy overlapping rows through a temporary
-            new.reshape(-1)[: keep * self.workers] = old.reshape(-1)[shift * self.workers :]
+        if shift == 0 or (keep > shift and self.base + self.size < self.iterations):
+            self._grow(2 * self.size)
         if shift:
+            W = self.workers
+            for name in self.names:
+                # one flat move: numpy would copy overlapping rows through a temporary
+                flat = self.stores[name].reshape(-1)
+                flat[: keep * W] = flat[shift * W : (shift + keep) * W]
             self.round[keep:] = -1
             self.fresh[keep:] = False
             self.samples[keep:] = self.batch
         self.base = final
         self._fill(min(self.base + keep, self.iterations), min(self.base + self.size, self.iterations))
-
-    def _buffers(self) -> tuple[np.ndarray, ...]:
-        rows = (
-            self.times, self.calls, self.start, self.post, self.done, self.round, self.version, self.fresh,
-            self.samples,
-        )  # fmt: skip
-        return (*rows, self.factors) if self.exchange_factors is not None else rows
 
 
 class FastEngine:
