@@ -199,6 +199,11 @@ class JobMeasurement:
         """Ranks on each host (the most on one)."""
         return max(self.hosts.count(h) for h in set(self.hosts))
 
+    @property
+    def spans(self) -> bool:
+        """Whether the job's ranks sit on more than one host."""
+        return len(set(self.hosts)) > 1
+
 
 def measure_job(scenario: Scenario, comm: Any, compute_iterations: int = 30) -> JobMeasurement | None:
     """Collective over ``comm`` (at least 2 ranks): the ping-pongs, bursts, allreduces and compute times, on rank 0

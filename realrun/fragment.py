@@ -50,7 +50,7 @@ def base_model(scenario: Scenario, jobs: Sequence[JobMeasurement]) -> tuple[Netw
     """What the fit leaves as it is: the layout (fragment doc), the allreduce algorithm (the native core's where
     rounds were timed through it), and the intra-node (alpha, beta) of a ping-pong inside a host where a job spans
     hosts (None: one host, whose links are the fitted ones)."""
-    spans = [j for j in jobs if len(set(j.hosts)) > 1]
+    spans = [j for j in jobs if j.spans]
     measured = next((j.one_way["intra_"] for j in spans if "intra_" in j.one_way), None)
     intra = line(measured) if measured is not None else None
     per_node = max((j.per_host for j in spans), default=1)
@@ -72,10 +72,10 @@ def observations(scenario: Scenario, jobs: Sequence[JobMeasurement], shaped: flo
     bytes and the bursts are left out: the model's links have no bucket. Where some job spans hosts, the ping-pongs
     and bursts of a job on one host are left out too: they crossed its shared memory, which the intra-node links
     measured in a spanning job (:func:`base_model`) price, not the fitted ones."""
-    spanning = any(len(set(j.hosts)) > 1 for j in jobs)
+    spanning = any(j.spans for j in jobs)
     out = []
     for job in jobs:
-        inside = spanning and len(set(job.hosts)) == 1
+        inside = spanning and not job.spans
         pings = [(float(n), float(t)) for n, t in zip(SIZES, job.one_way[""], strict=True) if n >= shaped]
         out += [Observation("p2p", job.ranks, n, t) for n, t in pings if not inside]
         if not shaped and not inside:
@@ -93,7 +93,7 @@ def observations(scenario: Scenario, jobs: Sequence[JobMeasurement], shaped: flo
 def start(jobs: Sequence[JobMeasurement]) -> dict[str, float]:
     """Where the fit starts: the first spanning job's ping-pong line (else the first job's), its bursts' slope, a
     little of the rest."""
-    first = next((j for j in jobs if len(set(j.hosts)) > 1), jobs[0])
+    first = next((j for j in jobs if j.spans), jobs[0])
     alpha, beta = line(first.one_way[""])
     bursts = first.bursts
     o = max(float(np.median(np.diff(bursts) / np.diff(BURSTS))), 0.0)
@@ -163,7 +163,7 @@ def fragment(scenario: Scenario, jobs: Sequence[JobMeasurement], table: Path | N
     lines += [f"# {line_}" for line_ in testbed_notes(found, tb)] if tb else []
     network: dict[str, Any] = {"allreduce": found.model.allreduce_algorithm}
     network.update({name: found.params[name] for name in PARAMETERS if name != "uplink_beta" or name in free})
-    if any(len(set(j.hosts)) > 1 for j in jobs):
+    if any(j.spans for j in jobs):
         network.update(intra_alpha=found.model.links.intra_alpha, intra_beta=found.model.links.intra_beta)
     net = {k: f'"{v}"' if isinstance(v, str) else f"{v:.6e}" for k, v in network.items()}
     sections: dict[str, dict[str, str]] = {"network": net}

@@ -128,23 +128,25 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) ->
         shutil.rmtree(folder / LIVE, ignore_errors=True)
         if tb is not None:  # nothing of the job stays on the nodes
             testbed.stop_processes(tb.prefix)
-    if proc.returncode != 0 and lost is None:  # hydra's own lines are then all that says why
-        sys.stderr.buffer.write(b"".join(held))
-        sys.stderr.flush()
-    if proc.returncode != 0 and lost is not None:
+    if proc.returncode == 0:
+        return 0
+    if lost is not None:
         print(
             f"stragglerlab run: error: {lost}; the run stopped (exit status {proc.returncode}), "
             f"{folder} holds what was written",
             file=sys.stderr,
         )
-    elif proc.returncode < 0:  # the launcher itself was killed: say by what, and exit as a shell would
-        print(
-            f"stragglerlab run: error: mpiexec was killed by {signal.Signals(-proc.returncode).name}; "
-            f"{folder} holds what was written",
-            file=sys.stderr,
-        )
-        return 128 - proc.returncode
-    return proc.returncode or 0
+        return proc.returncode
+    sys.stderr.buffer.write(b"".join(held))  # hydra's own lines are then all that says why
+    sys.stderr.flush()
+    if proc.returncode > 0:
+        return proc.returncode
+    print(  # the launcher itself was killed: say by what, and exit as a shell would
+        f"stragglerlab run: error: mpiexec was killed by {signal.Signals(-proc.returncode).name}; "
+        f"{folder} holds what was written",
+        file=sys.stderr,
+    )
+    return 128 - proc.returncode
 
 
 def under_launcher() -> bool:

@@ -98,24 +98,6 @@ def stragglerlab(*argv: str, timeout: float = 3600, capture: bool = False) -> st
     return proc.stdout if capture else ""
 
 
-def real_run(spec: Path, tb: Path, folder: Path) -> Path:
-    """The run folder of a real run of ``spec``: ``folder``, or, where a run exited non-zero before its folder said
-    it finished, a second try's (``folder``-2); a run that exited non-zero after it finished is kept. Each is
-    reported."""
-    for attempt in (folder, folder.with_name(f"{folder.name}-2")):
-        code = subprocess.run(
-            [sys.executable, "-m", "stragglerlab.cli", "run", str(spec), "--testbed", str(tb), "-o", str(attempt)]
-        ).returncode
-        meta = attempt / "meta.json"
-        finished = meta.exists() and json.loads(meta.read_text()).get("finished")
-        if not code or finished:
-            if code:
-                print(f"{attempt}: exit {code} after the run finished: kept", flush=True)
-            return attempt
-        print(f"{attempt}: exit {code} before the run finished", flush=True)
-    raise SystemExit(f"{spec}: two runs failed")
-
-
 def fitted_bandwidth(fragment: Path) -> float:
     """The per-node bandwidth (1/beta) a calibration fitted."""
     return 1.0 / float(read_calibration(fragment)["network"]["beta"])
@@ -154,7 +136,8 @@ def one_setup(setup: str, repeat: int, args: argparse.Namespace) -> list[dict]:
         for name, algorithm, extra in CASES:
             spec = out / f"{name}.toml"
             spec.write_text(scenario_text(name, algorithm, extra, P, per_node, args.iterations))
-            folder = real_run(spec, tb, out / "runs" / name)
+            folder = out / "runs" / name
+            stragglerlab("run", str(spec), "--testbed", str(tb), "-o", str(folder))
             table, _ = validate([load_run(folder)], out / "validation" / name, calibration)
             row = table.iloc[0]
             rows.append(
