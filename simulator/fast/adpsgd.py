@@ -29,6 +29,7 @@ class State(NamedTuple):
     pending: np.ndarray  # per worker: its next post not yet taken
     wave: np.ndarray  # its wave at its instant
     bound: np.ndarray  # the earliest its post after the pending one can be (inf: it has none)
+    ahead: np.ndarray  # the compute time of its row after the pending one's, read with it (-1: not read)
     parked: np.ndarray  # its next post is still to compute (at first: every worker's)
     next: np.ndarray  # its next iteration
     t_start: np.ndarray  # when the one after starts
@@ -57,8 +58,8 @@ def kernel(rules: AdPsgdRules) -> Kernel:
     P = rules.P
     spread = not rules.variation.exact
     state = State(
-        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
-        np.zeros(P, dtype=np.int64),
+        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.full(P, -1.0),
+        np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
         np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64), np.arange(P, dtype=np.int64) // rules.per_node,
         np.zeros(P), np.zeros(P), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.bool_),
         *rules.draws(),
@@ -91,7 +92,9 @@ def _post(s, rows, out, workers, count, served, hold):
     budget stops). A worker that needs a row past the window is parked, to post once the window has slid. Returns
     ``hold`` lowered to the parked workers' starts (the earliest they can post); ``workers`` is scratch."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    next_, t_start, pending, wave, bound, parked, peer = s.next, s.t_start, s.pending, s.wave, s.bound, s.parked, s.peer
+    next_, t_start, pending, wave, bound, ahead, parked, peer = (
+        s.next, s.t_start, s.pending, s.wave, s.bound, s.ahead, s.parked, s.peer
+    )  # fmt: skip
     hashes, flat, offset, degree, begin_, end_ = s.hashes, s.flat, s.offset, s.degree, s.begin, s.end
     head, link, run, span, at = s.queue
     compute, calls, start, post, done_ = rows.compute, rows.calls, rows.start, rows.post, rows.done
@@ -109,7 +112,7 @@ def _post(s, rows, out, workers, count, served, hold):
             k = n - base
             j = peer[w]
             done = end_[w] if j >= 0 else t
-            done_[k, w] = returned(t, done, calls[k, w])
+            done_[k, w] = returned(t, done, calls, k, w)
             o_round[written] = n
             o_initiator[written] = w
             o_trigger[written] = begin_[w] if j >= 0 else t
@@ -130,10 +133,14 @@ def _post(s, rows, out, workers, count, served, hold):
             continue
         parked[w] = False
         start[k, w] = t_start[w]
-        post[k, w] = pending[w] = t = t_start[w] + compute[k, w]
-        wave[w] = wave[w] if compute[k, w] == 0.0 else 0
-        # its next post: after this one, the update and a compute (its exchange's time left out)
-        bound[w] = t + update + next_compute(compute, k, w) if next_[w] + 1 < iterations else np.inf
+        c = compute[k, w] if ahead[w] < 0.0 else ahead[w]
+        post[k, w] = pending[w] = t = t_start[w] + c
+        wave[w] = wave[w] if c == 0.0 else 0
+        # its next post: after this one, the update and a compute (its exchange's time left out); that compute read
+        # now, beside this row's, where its own read would be a cache miss of its own
+        c = next_compute(compute, k, w)
+        ahead[w] = c if k + 1 < size else -1.0
+        bound[w] = t + update + c if next_[w] + 1 < iterations else np.inf
         workers[going] = w
         going += 1
     if served:

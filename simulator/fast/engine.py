@@ -100,10 +100,12 @@ class Kernel:
 
 
 @njit(cache=True, inline="always")
-def returned(post, release, cost):
-    """When a call posted at ``post`` and released at ``release`` returns: after its software cost ``cost`` when it
-    was released the instant it posted (it waited for no exchange), else at its release."""
-    return post + cost if release == post else release
+def returned(post, release, calls, k, w):
+    """When worker ``w``'s call of window row ``k``, posted at ``post`` and released at ``release``, returns: after its
+    software cost ``calls[k, w]`` when it was released the instant it posted (it waited for no exchange), else at its
+    release. The cost is read only then: a step that takes posts in time order reads rows scattered over the window,
+    each read a cache miss."""
+    return post + calls[k, w] if release == post else release
 
 
 class _Window:
@@ -215,14 +217,15 @@ class _Window:
         return columns
 
     def slide(self, final: int) -> None:
-        """Drop the final rows [base, final) and move the rest to the front; double the window when fewer than half
-        its rows could be dropped, so that a slide moves no more rows than it drops: where workers drift apart
-        (LSGD's and AD-PSGD's at compute of cv 1.0), the rows kept span the drift, and sliding a window little longer
-        than the drift by its few final rows at a time moved it whole each time (more time than the steps took)."""
+        """Drop the final rows [base, final) and move the rest to the front; double the window (never past the run's
+        last iteration) when fewer than half its rows could be dropped, so that a slide moves no more rows than it
+        drops: where workers drift apart (LSGD's and AD-PSGD's at compute of cv 1.0), the rows kept span the drift,
+        and sliding a window little longer than the drift by its few final rows at a time moved it whole each time
+        (more time than the steps took)."""
         shift = final - self.base
         keep = self.size - shift
         if shift == 0 or (keep > shift and self.base + self.size < self.iterations):
-            self._grow(2 * self.size)
+            self._grow(min(2 * self.size, self.iterations - self.base))
         if shift:
             W = self.workers
             for name in self.names:

@@ -106,7 +106,7 @@ def step(s, rows, out):
             for e in range(r_indptr[p, i], r_indptr[p, i + 1]):
                 done = max(done, posts[r_index[e]] + f * r_cost[e])
             first = min(first, done)
-            released = returned(t, done, calls[k, i])
+            released = returned(t, done, calls, k, i)
             done_[k, i] = released
             t_start[i] = released + update
             o_round[written] = n

@@ -99,7 +99,7 @@ def step(s, rows, out):
         written += 1
         for i in range(P):
             k = iteration[i] + before[i] - base
-            done_[k, i] = returned(post[k, i], done, calls[k, i])
+            done_[k, i] = returned(post[k, i], done, calls, k, i)
             t_start[i] = done_[k, i] + s.update
             iteration[i] += before[i] + 1
         s.at[ROUND] = m + 1

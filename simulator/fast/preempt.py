@@ -95,7 +95,7 @@ def step(s, rows, out):
         t_trigger = post[k, last]
         done = t_trigger + t_exchange[n]
         for i in range(P):
-            released = returned(post[k, i], done, calls[k, i])
+            released = returned(post[k, i], done, calls, k, i)
             done_[k, i] = released
             t_start[i] = released + update
         round_[k] = n

@@ -232,11 +232,11 @@ def _round(s, rows, out, m, written):
             fresh_count += 1
             round_[k, i] = m
             fresh_[k, i] = True
-            released = returned(posts[i], done, calls[k, i])
+            released = returned(posts[i], done, calls, k, i)
         else:
             round_[k, i] = -1
             fresh_[k, i] = False
-            released = returned(posts[i], max(posts[i], done), calls[k, i])
+            released = returned(posts[i], max(posts[i], done), calls, k, i)
             if late != _DROP:
                 if pending_count[i] == 0:
                     pending[i] = m

@@ -35,6 +35,8 @@ UPDATES = 0
 
 class State(NamedTuple):
     arrival: np.ndarray  # per worker: when its push reaches the server
+    posted: np.ndarray  # when it posted that push
+    ahead: np.ndarray  # the compute time of its next row, read with its push (-1: not read)
     wave: np.ndarray  # the push's wave at its instant
     bound: np.ndarray  # the earliest its next push can arrive if the server is free at this one's arrival
     parked: np.ndarray  # its next rows are still to compute, past the window
@@ -64,8 +66,8 @@ def kernel(rules: ServerRules) -> Kernel:
     """The fast path of ``rules``."""
     P = rules.P
     state = State(
-        np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.ones(P, dtype=np.bool_),
-        np.zeros(P, dtype=np.int64),
+        np.full(P, np.inf), np.zeros(P), np.full(P, -1.0), np.zeros(P, dtype=np.int64), np.full(P, np.inf),
+        np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
         np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64), np.full(P, -np.inf),
         np.zeros(P, dtype=np.int64), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
         np.zeros(P, dtype=np.bool_), np.zeros(1, dtype=np.int64), np.zeros(1),
@@ -83,8 +85,9 @@ def _advance(s, rows, workers, count, served, hold):
     worker that needs rows past the window is parked there. Returns ``hold`` lowered to the parked workers' starts
     (the earliest their next pushes can be); ``workers`` is scratch."""
     # the arrays as locals: read through the tuples, every access in a loop would load them again
-    next_, t_start, parked, version, arrival, wave, bound, batch_of, released, first_, pushed = (
-        s.next, s.t_start, s.parked, s.version, s.arrival, s.wave, s.bound, s.batch_of, s.released, s.first, s.pushed
+    next_, t_start, parked, version, arrival, posted, ahead, wave, bound, batch_of, released, first_, pushed = (
+        s.next, s.t_start, s.parked, s.version, s.arrival, s.posted, s.ahead, s.wave, s.bound, s.batch_of, s.released,
+        s.first, s.pushed,
     )  # fmt: skip
     head, link, run, span, at = s.queue
     compute, calls, factors, start, post, done, version_, round_, fresh = (
@@ -106,7 +109,7 @@ def _advance(s, rows, workers, count, served, hold):
                 for j in range(first_[w] - base, k + 1):
                     round_[j, w] = version[w] - 1
                     fresh[j, w] = True
-                done[k, w] = returned(post[k, w], released[w], calls[k, w])
+                done[k, w] = returned(posted[w], released[w], calls, k, w)
                 first_[w] = n
                 if n == iterations or released[w] >= budget:
                     rows.stop[w] = n
@@ -124,20 +127,26 @@ def _advance(s, rows, workers, count, served, hold):
                 continue
             t = t_start[w]
             start[k, w] = t
-            p = t + compute[k, w]
+            c = compute[k, w] if ahead[w] < 0.0 else ahead[w]
+            ahead[w] = -1.0
+            p = t + c
             post[k, w] = p
             version_[k, w] = version[w]
             next_[w] = n = n + 1
             if n % stride == 0:  # its exchange: the push is on its way
                 f = factors[k, w] if spread else 1.0
                 arrival[w] = a_w = p + t_push * f
+                posted[w] = p
                 # a push at the instant of the worker's release comes after the completions that released it
                 wave[w] = batch_of[w] if a_w == released[w] else 0
                 # its next push: after this one's service, its reply, the update and a compute (added as the server
                 # adds them, so rounding keeps the bound at or below the reply)
-                bound[w] = a_w + t_service * f + t_reply * f + update + next_compute(compute, k, w)
+                c = next_compute(compute, k, w)
+                bound[w] = a_w + t_service * f + t_reply * f + update + c
                 if n == iterations:
                     bound[w] = np.inf
+                elif k + 1 < size:  # read now, beside this row's: its own read would be a miss of its own
+                    ahead[w] = c
                 pushed[sent] = w
                 sent += 1
                 continue
@@ -168,7 +177,7 @@ def step(s, rows, out):
         s.arrival, s.wave, s.bound, s.parked, s.next, s.version, s.released, s.batch_of, s.batch
     )  # fmt: skip
     head, link, run, span, at = s.queue
-    factors, post = rows.factors, rows.post
+    factors, posted = rows.factors, s.posted
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
     t_service, t_reply, spread = s.t_service, s.t_reply, s.spread
     P = arrival.shape[0]
@@ -197,7 +206,7 @@ def step(s, rows, out):
             reply = free + t_reply * f
             o_round[written] = updates
             o_initiator[written] = w
-            o_trigger[written] = post[k, w]
+            o_trigger[written] = posted[w]
             o_done[written] = reply
             written += 1
             # released by the batch after the one that served it when the reply takes no time, else by the first

@@ -153,9 +153,9 @@ def test_fast_equals_reference_with_call_costs(name, duration):
     assert_same_tables(s, window=8)
 
 
-def test_a_persistent_straggler_without_sync_rounds_grows_the_window_and_queues():
-    # worker 0 is 40 times slower and nothing forces it to catch up: its late gradients pile up
-    s = scenario(
+def persistent_straggler():
+    """Worker 0 40 times slower and nothing forcing it to catch up: its late gradients pile up."""
+    return scenario(
         iterations=300,
         **{
             "algorithm.name": "eager-solo",
@@ -164,7 +164,26 @@ def test_a_persistent_straggler_without_sync_rounds_grows_the_window_and_queues(
             "imbalance.factors": {"0": 40.0},
         },
     )
-    assert_same_tables(s, window=4)
+
+
+def test_a_persistent_straggler_without_sync_rounds_grows_the_window_and_queues():
+    assert_same_tables(persistent_straggler(), window=4)
+
+
+def test_a_window_that_spans_the_drift_never_grows_past_the_runs_last_iteration(monkeypatch):
+    # doubling a window already holding nearly every remaining iteration copied the whole of it into fresh memory
+    from stragglerlab.simulator.fast.engine import _Window
+
+    grown = []
+    grow = _Window._grow
+
+    def recorded(window, size):
+        grown.append((window.base, size))
+        grow(window, size)
+
+    monkeypatch.setattr(_Window, "_grow", recorded)
+    assert_same_tables(persistent_straggler(), window=4)
+    assert len(grown) > 3 and all(base + size <= 300 for base, size in grown[1:]), grown
 
 
 def test_trace_driven(tmp_path):
