@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from stragglerlab.analysis.errors import UserError
@@ -123,8 +124,9 @@ def _launch_and_watch(np_: int, argv: list[str], folder: Path, per_node: int) ->
                 proc.wait(timeout=STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        lines_until = time.monotonic() + STOP_SECONDS  # one wait for both pipes: a rank left holding one ends it
         for copier in copiers:
-            copier.join(timeout=STOP_SECONDS)
+            copier.join(timeout=max(lines_until - time.monotonic(), 0.0))
         shutil.rmtree(folder / LIVE, ignore_errors=True)
         if tb is not None:  # nothing of the job stays on the nodes
             testbed.stop_processes(tb.prefix)

@@ -113,7 +113,9 @@ def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_f
         job = descendants(proc.pid)  # mpiexec, its proxy and the ranks
         assert ranks <= job and len(job) >= 4, job
         proc.send_signal(how)
-        stdout, stderr = proc.communicate(timeout=10)
+        # it ends: within the command's own bounds (5 s for the job to stop, 5 s for its output) on an idle machine;
+        # the limit here is liveness, with room for a loaded one
+        stdout, stderr = proc.communicate(timeout=60)
         assert still_running(job, within=5.0) == set()
         assert b"BAD TERMINATION" not in stdout and b"YOUR APPLICATION" not in stdout, stdout
         if how != signal.SIGKILL:  # the command ends the job itself: one line, and no heartbeats left behind

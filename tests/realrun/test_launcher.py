@@ -183,7 +183,7 @@ def test_a_terminated_calibration_leaves_no_rank_and_no_temporary_folder(native_
             job = descendants(proc.pid)
         assert len(job) >= 4 and list(tmp.glob("stragglerlab-calibrate-*")), job
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=60)  # liveness: room for a loaded machine
         assert proc.returncode == 130 and "interrupted" in err, err
         assert still_running(job, within=5.0) == set()
         assert list(tmp.iterdir()) == []
