@@ -4,7 +4,8 @@ compiled step, taking the posts in batches that commute.
 The posts wait in a calendar queue (:mod:`.calendar`) in the reference engine's order, so a post costs O(1), never a
 sweep over the workers, whatever the batch's length. Workers drift apart (nothing
 synchronises them), so rows are final up to the least advanced worker's iteration, and the window grows when that one
-lags a whole window behind.
+lags a whole window behind. A post writes its worker's return; the starts and posts follow from the returns and are
+written by a sweep in row order once the rows are final (:func:`_carried`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from stragglerlab.simulator.algorithms.eager import SPLITMIX
+from stragglerlab.simulator.fast import engine
 from stragglerlab.simulator.fast.calendar import Queue, add, queue, take
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
 from stragglerlab.simulator.fast.order import by_worker, next_compute
@@ -33,6 +35,7 @@ class State(NamedTuple):
     parked: np.ndarray  # its next post is still to compute (at first: every worker's)
     next: np.ndarray  # its next iteration
     t_start: np.ndarray  # when the one after starts
+    first_start: np.ndarray  # the start of its first row whose start and post are still to write (:func:`_carried`)
     free: np.ndarray  # when its communication thread is next free
     peer: np.ndarray  # the peer of its pending post
     node: np.ndarray  # its node
@@ -59,8 +62,8 @@ def kernel(rules: AdPsgdRules) -> Kernel:
     spread = not rules.variation.exact
     state = State(
         np.full(P, np.inf), np.zeros(P, dtype=np.int64), np.full(P, np.inf), np.full(P, -1.0),
-        np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
-        np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64), np.arange(P, dtype=np.int64) // rules.per_node,
+        np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P),
+        np.zeros(P), np.zeros(P, dtype=np.int64), np.arange(P, dtype=np.int64) // rules.per_node,
         np.zeros(P), np.zeros(P), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.bool_),
         *rules.draws(),
         float(rules.link[False]), float(rules.link[True]), spread, float(rules.update), float(rules.budget),
@@ -97,11 +100,11 @@ def _post(s, rows, out, workers, count, served, hold):
     )  # fmt: skip
     hashes, flat, offset, degree, begin_, end_ = s.hashes, s.flat, s.offset, s.degree, s.begin, s.end
     head, link, run, span, at = s.queue
-    compute, calls, start, post, done_ = rows.compute, rows.calls, rows.start, rows.post, rows.done
+    compute, calls, done_ = rows.compute, rows.calls, rows.done
     o_round, o_kind, o_initiator, o_trigger, o_done, o_contributors, o_fresh, o_group = out[:8]
     iterations, update, budget = s.iterations, s.update, s.budget
     base = rows.at[BASE]
-    size = post.shape[0]
+    size = done_.shape[0]
     written = out.written[0]
     going = 0
     for a in range(count):
@@ -132,9 +135,8 @@ def _post(s, rows, out, workers, count, served, hold):
             hold = min(hold, t_start[w])
             continue
         parked[w] = False
-        start[k, w] = t_start[w]
         c = compute[k, w] if ahead[w] < 0.0 else ahead[w]
-        post[k, w] = pending[w] = t = t_start[w] + c
+        pending[w] = t = t_start[w] + c
         wave[w] = wave[w] if c == 0.0 else 0
         # its next post: after this one, the update and a compute (its exchange's time left out); that compute read
         # now, beside this row's, where its own read would be a cache miss of its own
@@ -155,9 +157,10 @@ def _post(s, rows, out, workers, count, served, hold):
 
 
 @njit(cache=True)
-def _carried(rows, last):
+def _carried(s, rows, last):
     """Every row of the window before iteration ``last`` as its own round carries it, fresh, on the model of its
-    iteration."""
+    iteration; and its start and post, which the steps leave to this sweep (:func:`.engine.starts_and_posts`)."""
+    engine.starts_and_posts(rows, s.first_start, s.update, last)
     round_, version, fresh = rows.round, rows.version, rows.fresh
     base = rows.at[BASE]
     for k in range(last - base):
@@ -170,7 +173,7 @@ def _carried(rows, last):
 def _need_rows(s, rows):
     """The window must slide: rows are final up to the least advanced worker's iteration."""
     rows.at[FINAL] = s.next.min()
-    _carried(rows, rows.at[FINAL])
+    _carried(s, rows, rows.at[FINAL])
     return NEED_ROWS
 
 
@@ -225,5 +228,5 @@ def step(s, rows, out):
     if hold < np.inf:
         return _need_rows(s, rows)
     rows.stop[:] = next_  # each worker's rows: fewer once it stopped
-    _carried(rows, next_.max())
+    _carried(s, rows, next_.max())
     return DONE

@@ -108,6 +108,22 @@ def returned(post, release, calls, k, w):
     return post + calls[k, w] if release == post else release
 
 
+@njit(cache=True)
+def starts_and_posts(rows, first, update, last):
+    """Write the start and post of every window row before iteration ``last``, for a step that leaves them to this
+    sweep: a row starts at its worker's previous return (``Rows.done``) plus the update, and posts its compute time
+    later. ``first[w]``: the start of worker w's first row not yet written, moved on to its row ``last``. A step that
+    takes posts in time order writes rows at scattered places, a cache miss each; in row order they are one after
+    the other."""
+    compute, start, post, done = rows.compute, rows.start, rows.post, rows.done
+    for k in range(last - rows.at[BASE]):
+        for w in range(first.shape[0]):
+            t = first[w]
+            start[k, w] = t
+            post[k, w] = t + compute[k, w]
+            first[w] = done[k, w] + update
+
+
 class _Window:
     """The window's buffers for iterations [base, base + size), slid forward as rows become final.
 

@@ -13,6 +13,10 @@ next push, which joins the queue. A service so costs O(1), never a sweep over th
 
 A worker whose next rows are past the window is *parked*: its next push is no earlier than its next start, so the
 step serves on while the first push is earlier than every parked worker's start, and stops for rows only then.
+
+A service writes its worker's return, round and freshness; the starts, posts and model versions follow from them and
+are written by a sweep in row order once the rows are final (:func:`_written`): written with each push, in the order of
+pushes, each was a cache miss of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from numba import njit
 
+from stragglerlab.simulator.fast import engine
 from stragglerlab.simulator.fast.calendar import Queue, add, queue, take
 from stragglerlab.simulator.fast.engine import BASE, DONE, FINAL, NEED_ROWS, OUT_FULL, Kernel, returned
 from stragglerlab.simulator.fast.order import by_worker, next_compute
@@ -43,6 +48,8 @@ class State(NamedTuple):
     next: np.ndarray  # its next iteration to compute; while a push is on its way, the one after that push
     first: np.ndarray  # its first iteration that no served push carries yet
     t_start: np.ndarray  # when it starts its next iteration
+    first_start: np.ndarray  # the start and model version of its first row whose start, post and version are still
+    first_version: np.ndarray  # to write (:func:`_written`)
     version: np.ndarray  # server updates in its model
     released: np.ndarray  # when it was last released, and in which batch of that instant's completions
     batch_of: np.ndarray
@@ -68,7 +75,8 @@ def kernel(rules: ServerRules) -> Kernel:
     state = State(
         np.full(P, np.inf), np.zeros(P), np.full(P, -1.0), np.zeros(P, dtype=np.int64), np.full(P, np.inf),
         np.ones(P, dtype=np.bool_), np.zeros(P, dtype=np.int64),
-        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P, dtype=np.int64), np.full(P, -np.inf),
+        np.zeros(P, dtype=np.int64), np.zeros(P), np.zeros(P), np.zeros(P, dtype=np.int64),
+        np.zeros(P, dtype=np.int64), np.full(P, -np.inf),
         np.zeros(P, dtype=np.int64), queue(P), np.zeros(P, dtype=np.int64), np.zeros(P, dtype=np.int64),
         np.zeros(P, dtype=np.bool_), np.zeros(1, dtype=np.int64), np.zeros(1),
         float(rules.t_push), float(rules.t_service), float(rules.t_reply), not rules.variation.exact, int(rules.stride),
@@ -90,14 +98,14 @@ def _advance(s, rows, workers, count, served, hold):
         s.first, s.pushed,
     )  # fmt: skip
     head, link, run, span, at = s.queue
-    compute, calls, factors, start, post, done, version_, round_, fresh = (
-        rows.compute, rows.calls, rows.factors, rows.start, rows.post, rows.done, rows.version, rows.round, rows.fresh
+    compute, calls, factors, done, round_, fresh = (
+        rows.compute, rows.calls, rows.factors, rows.done, rows.round, rows.fresh
     )  # fmt: skip
     iterations, stride, t_push, t_service, t_reply, update, spread, budget = (
         s.iterations, s.stride, s.t_push, s.t_service, s.t_reply, s.update, s.spread, s.budget
     )  # fmt: skip
     base = rows.at[BASE]
-    size = post.shape[0]
+    size = done.shape[0]
     sent = 0
     while count:  # one row of every worker still stepping at a time, for locality; workers[:count] are those
         going = 0
@@ -125,13 +133,9 @@ def _advance(s, rows, workers, count, served, hold):
                 parked[w] = True
                 hold = min(hold, t_start[w])
                 continue
-            t = t_start[w]
-            start[k, w] = t
             c = compute[k, w] if ahead[w] < 0.0 else ahead[w]
             ahead[w] = -1.0
-            p = t + c
-            post[k, w] = p
-            version_[k, w] = version[w]
+            p = t_start[w] + c
             next_[w] = n = n + 1
             if n % stride == 0:  # its exchange: the push is on its way
                 f = factors[k, w] if spread else 1.0
@@ -158,6 +162,22 @@ def _advance(s, rows, workers, count, served, hold):
         served = False
     add(head, link, run, span, at, arrival, pushed, sent)
     return hold
+
+
+@njit(cache=True)
+def _written(s, rows, last):
+    """The rows before iteration ``last`` are final: write their starts and posts (:func:`.engine.starts_and_posts`) and
+    their model versions, which the steps leave to this sweep: a worker's model is the server's of its last reply
+    before the row (one more than that push's round), and 0 before its first."""
+    engine.starts_and_posts(rows, s.first_start, s.update, last)
+    version_, round_, first_version, stride = rows.version, rows.round, s.first_version, s.stride
+    base = rows.at[BASE]
+    for k in range(last - base):
+        pushed = (base + k + 1) % stride == 0
+        for w in range(first_version.shape[0]):
+            version_[k, w] = first_version[w]
+            if pushed:
+                first_version[w] = round_[k, w] + 1
 
 
 @njit(cache=True)
@@ -225,5 +245,7 @@ def step(s, rows, out):
     out.written[0] = written
     if hold < np.inf:
         rows.at[FINAL] = s.first.min()
+        _written(s, rows, rows.at[FINAL])
         return NEED_ROWS
+    _written(s, rows, min(rows.stop.max(), base + rows.done.shape[0]))
     return DONE
