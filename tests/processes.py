@@ -1,5 +1,5 @@
 """Running a command (usually ``mpiexec``) from a test with a hard time limit, so a deadlock fails the test instead
-of hanging the suite; and the processes a command started, to see that none outlives it."""
+of hanging the suite; the processes a command started, to see that none outlives it; and how a child takes Ctrl-C."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+
+
+def ctrl_c_default() -> None:
+    """A child's ``preexec_fn``: Ctrl-C's default action, as in a terminal. A test runner started in the background
+    (``pytest &`` in a script) ignores SIGINT, and its children would inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_bounded(command: list[str], timeout: float, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from stragglerlab.cli import main
 from stragglerlab.simulator.scenario import ScenarioError
 from stragglerlab.simulator.sweep import LOCK, cells, parse_grid, short_names, split_values
 from tests.helpers import scenario
-from tests.processes import mpiexec_or_skip
+from tests.processes import ctrl_c_default, mpiexec_or_skip
 
 
 def test_grid_values_split_outside_brackets_and_parse_as_toml():
@@ -212,14 +212,9 @@ def alive(pid: int) -> bool:
 
 def started_sweep(out: Path) -> tuple[subprocess.Popen, list[int]]:
     """A slow sweep into ``out``, once its first cell has started; and its worker processes. It starts with Ctrl-C's
-    default action, as in a terminal: a test runner started in the background (``pytest &`` in a script) ignores
-    SIGINT, and its children would inherit that."""
+    default action, as in a terminal (:func:`~tests.processes.ctrl_c_default`)."""
     proc = subprocess.Popen(
-        [*SLOW, "-o", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        [*SLOW, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default
     )
     deadline = time.monotonic() + 60
     while not list(out.glob("*/meta.json")):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from stragglerlab.analysis.runfolder import load_run
-from tests.processes import descendants, end_all, still_running
+from tests.processes import ctrl_c_default, descendants, end_all, still_running
 from tests.realrun.conftest import ROOT, environment
 
 pytestmark = [pytest.mark.mpi, pytest.mark.timeout(120)]
@@ -106,7 +106,9 @@ def test_killing_the_run_process_leaves_no_rank_running(native_ready, scenario_f
     out = tmp_path / "run"
     command = [sys.executable, "-m", "stragglerlab.cli", "run", str(scenario_file(SCENARIO)), "--np", "2"]
     command += ["--set", "cluster.workers=2", "--set", "iterations=100000", "-o", str(out)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(), cwd=ROOT)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment(), cwd=ROOT, preexec_fn=ctrl_c_default
+    )
     job: set[int] = set()
     try:
         ranks = {_pid_of(out, rank, time.monotonic() + 60) for rank in (0, 1)}
