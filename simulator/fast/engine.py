@@ -127,11 +127,13 @@ def starts_and_posts(rows, first, update, last):
 class _Window:
     """The window's buffers for iterations [base, base + size), slid forward as rows become final.
 
-    Each buffer is a view of the first ``size`` rows of a reservation: rows allocated but not touched until the
-    window takes them, which cost no memory until then, so the window grows in place (its new rows written with
-    their defaults) instead of being copied into buffers twice as long. Where workers drift apart (LSGD's and
-    AD-PSGD's at compute of cv 1.0) the window grows to span the drift, and fresh buffers at each doubling, with the
-    rows copied over, took as long as LSGD's steps (65,536 workers)."""
+    Each buffer is a view of the first ``size`` rows of a reservation. The first window is allocated as it is; a
+    window that grows (its workers drift apart: LSGD's and AD-PSGD's at compute of cv 1.0) is moved once into a
+    reservation of :data:`SPAN` bytes a buffer (at least four times its rows, at most the run's iterations): rows
+    allocated but not touched until the window takes them, which cost no memory until then, so from then on the
+    window grows in place (its new rows written with their defaults). Fresh buffers at each doubling, with the rows
+    copied over, took as long as LSGD's steps (65,536 workers); a reservation of four times the first window still
+    filled 256 rows of every buffer only to move them, 2 of AD-PSGD's 30 s (docs/semantics.md)."""
 
     #: each buffer: its dtype and the value its rows take when they join the window
     DEFAULTS: ClassVar[dict[str, tuple[type, float | int | bool]]] = {
@@ -139,8 +141,8 @@ class _Window:
         "start": (np.float64, 0.0), "post": (np.float64, 0.0), "done": (np.float64, 0.0),
         "round": (np.int64, -1), "version": (np.int64, 0), "fresh": (np.bool_, False), "samples": (np.int64, 0),
     }  # fmt: skip
-    #: a reservation's rows: this many times the window's, up to the run's iterations (two doublings in place)
-    RESERVE = 4
+    #: a reservation, once the window grows: SPAN bytes a buffer, and at least RESERVE times the window's rows
+    SPAN, RESERVE = 1 << 30, 4
     times: np.ndarray
     calls: np.ndarray
     factors: np.ndarray
@@ -175,7 +177,9 @@ class _Window:
         long at 65,536 workers (writing the zeros of the buffers that the steps write took sync a fifth longer)."""
         W, old = self.workers, self.size
         if size > self.reserved:
-            self.reserved = max(size, min(self.iterations, self.RESERVE * size))
+            self.reserved = (
+                max(size, min(self.iterations, max(self.RESERVE * size, self.SPAN // (8 * W)))) if old else size
+            )
             stores: dict[str, np.ndarray] = {
                 name: np.zeros((self.reserved, W), dtype=self.DEFAULTS[name][0]) for name in self.names
             }
