@@ -215,21 +215,21 @@ class _Window:
             if self.exchange_factors is not None:
                 self.exchange_factors(first, last, self.factors[rows])
 
-    def block(self, last: int, limit: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The recorded columns of iterations [base, last), iteration-major, only those below each worker's
-        ``limit`` when one is given; the times are views into the buffers, valid until the window slides, or copies
-        when rows are left out."""
-        cells = (last - self.base) * self.workers
+    def block(self, first: int, last: int, limit: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The recorded columns of iterations [first, last) (from the window's), iteration-major, only those below
+        each worker's ``limit`` when one is given; the times are views into the buffers, valid until the window
+        slides, or copies when rows are left out."""
+        cells = slice((first - self.base) * self.workers, (last - self.base) * self.workers)
         columns = {
-            "worker": self.worker[:cells],
-            "iteration": self.iteration[:cells] + self.base,
-            "t_start": self.start.reshape(-1)[:cells],
-            "t_post": self.post.reshape(-1)[:cells],
-            "t_done": self.done.reshape(-1)[:cells],
-            "round": self.round.reshape(-1)[:cells],
-            "model_version": self.version.reshape(-1)[:cells],
-            "fresh": self.fresh.reshape(-1)[:cells],
-            "samples": self.samples.reshape(-1)[:cells],
+            "worker": self.worker[cells],
+            "iteration": self.iteration[cells] + self.base,
+            "t_start": self.start.reshape(-1)[cells],
+            "t_post": self.post.reshape(-1)[cells],
+            "t_done": self.done.reshape(-1)[cells],
+            "round": self.round.reshape(-1)[cells],
+            "model_version": self.version.reshape(-1)[cells],
+            "fresh": self.fresh.reshape(-1)[cells],
+            "samples": self.samples.reshape(-1)[cells],
         }
         if limit is not None:
             kept = columns["iteration"] < limit[columns["worker"]]
@@ -302,9 +302,14 @@ class FastEngine:
         self._flush(window, int(window.stop.max(initial=0)), window.stop)
 
     def _flush(self, window: _Window, final: int, limit: np.ndarray | None = None) -> None:
-        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given."""
-        if final > window.base:
-            block = window.block(final, limit if limit is not None and (limit < final).any() else None)
+        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given, in
+        blocks of at most the first window's iterations: what the callbacks derive from a block is then made in
+        memory of the same size each time, which the allocator hands back, where the blocks of a window that spans a
+        drift (LSGD's 512 iterations at 65,536 workers) are made in fresh memory each time (docs/semantics.md)."""
+        step = self.window_size()
+        for first in range(window.base, final, step):
+            last = min(first + step, final)
+            block = window.block(first, last, limit if limit is not None and (limit < last).any() else None)
             self.rows(block)
             if self.progress is not None:
                 self.progress(len(block["iteration"]))
