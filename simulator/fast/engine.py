@@ -23,7 +23,7 @@ with the run, and nothing is kept when the caller only aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -167,6 +167,11 @@ class _Window:
             self.factors = np.ones((1, self.workers))
         self.at = np.zeros(2, dtype=np.int64)
         self.stop = np.full(self.workers, iterations, dtype=np.int64)
+        # rows are handed over in blocks of the first window's iterations: their worker and iteration columns (the
+        # iteration less the block's first), made once
+        self.chunk = size
+        self.worker = np.tile(np.arange(self.workers, dtype=np.int64), size)
+        self.offset = np.repeat(np.arange(size, dtype=np.int64), self.workers)
         self._grow(size)
         self._fill(0, min(size, iterations))
 
@@ -183,7 +188,6 @@ class _Window:
             stores: dict[str, np.ndarray] = {
                 name: np.zeros((self.reserved, W), dtype=self.DEFAULTS[name][0]) for name in self.names
             }
-            stores["iteration"], stores["worker"] = (np.zeros((self.reserved, W), dtype=np.int64) for _ in range(2))
             for name, store in self.stores.items():
                 stores[name][:old] = store[:old]
             self.stores = stores
@@ -192,10 +196,6 @@ class _Window:
             if value or name == "calls":
                 self.stores[name][old:size] = value
             setattr(self, name, self.stores[name][:size])
-        # the iteration and worker columns of a block of rows, less the base
-        self.stores["iteration"][old:size] = np.arange(old, size, dtype=np.int64)[:, None]
-        self.stores["worker"][old:size] = np.arange(W, dtype=np.int64)
-        self.iteration, self.worker = self.stores["iteration"].reshape(-1), self.stores["worker"].reshape(-1)
         self.size = size
 
     def rows(self) -> Rows:
@@ -215,14 +215,24 @@ class _Window:
             if self.exchange_factors is not None:
                 self.exchange_factors(first, last, self.factors[rows])
 
-    def block(self, first: int, last: int, limit: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """The recorded columns of iterations [first, last) (from the window's), iteration-major, only those below
-        each worker's ``limit`` when one is given; the times are views into the buffers, valid until the window
+    def blocks(self, final: int, limit: np.ndarray | None = None) -> Iterator[dict[str, np.ndarray]]:
+        """The recorded columns of iterations [base, final), iteration-major, in blocks of at most :attr:`chunk`
+        iterations, only those below each worker's ``limit`` when one is given. What the callbacks derive from a
+        block is then made in memory of the same size each time, which the allocator hands back; the blocks of a
+        window that spans a drift (LSGD's 512 iterations at 65,536 workers) were made in fresh memory each time
+        (docs/semantics.md)."""
+        for first in range(self.base, final, self.chunk):
+            last = min(first + self.chunk, final)
+            yield self._block(first, last, limit if limit is not None and (limit < last).any() else None)
+
+    def _block(self, first: int, last: int, limit: np.ndarray | None) -> dict[str, np.ndarray]:
+        """Iterations [first, last) of :meth:`blocks`; the times are views into the buffers, valid until the window
         slides, or copies when rows are left out."""
-        cells = slice((first - self.base) * self.workers, (last - self.base) * self.workers)
+        W = self.workers
+        cells = slice((first - self.base) * W, (last - self.base) * W)
         columns = {
-            "worker": self.worker[cells],
-            "iteration": self.iteration[cells] + self.base,
+            "worker": self.worker[: (last - first) * W],
+            "iteration": self.offset[: (last - first) * W] + first,
             "t_start": self.start.reshape(-1)[cells],
             "t_post": self.post.reshape(-1)[cells],
             "t_done": self.done.reshape(-1)[cells],
@@ -302,14 +312,8 @@ class FastEngine:
         self._flush(window, int(window.stop.max(initial=0)), window.stop)
 
     def _flush(self, window: _Window, final: int, limit: np.ndarray | None = None) -> None:
-        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given, in
-        blocks of at most the first window's iterations: what the callbacks derive from a block is then made in
-        memory of the same size each time, which the allocator hands back, where the blocks of a window that spans a
-        drift (LSGD's 512 iterations at 65,536 workers) are made in fresh memory each time (docs/semantics.md)."""
-        step = self.window_size()
-        for first in range(window.base, final, step):
-            last = min(first + step, final)
-            block = window.block(first, last, limit if limit is not None and (limit < last).any() else None)
+        """Hand over the window's rows before iteration ``final``, and below worker i's ``limit[i]`` when given."""
+        for block in window.blocks(final, limit):
             self.rows(block)
             if self.progress is not None:
                 self.progress(len(block["iteration"]))
